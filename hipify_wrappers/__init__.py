@@ -1,0 +1,1 @@
+"""Adapters around HIPify engines (installed as ``porter.hipify_wrappers``)."""

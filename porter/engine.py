@@ -1,0 +1,281 @@
+"""The per-file pass: pre-filter, one parse, all rules in one traversal, then fixes.
+
+``analyze`` returns the findings for one file's text. ``fix`` applies fixes family by
+family (in patch order) and records each family's step as a *stage*, so the patch series
+is exactly the sequence of texts ``porter apply`` goes through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+import libcst as cst
+
+from . import registry
+from .config import Settings
+from .findings import Applicability, Edit, Finding
+from .framework import Family, FileContext, PyContext, RepoFacts
+from .pyfix import fix_imports
+from .suppress import Suppressions
+
+MAX_ROUNDS = 12
+
+
+def families_for(language: str, text: str, settings: Settings) -> list[Family]:
+    """Families that can report anything on this file (language, pre-filter, selection)."""
+    table = registry.rules()
+    chosen = []
+    for fam in registry.families():
+        if language not in fam.languages:
+            continue
+        if not any(settings.is_enabled(r.code, r.default) for r in fam.rules if r.code in table):
+            continue
+        if fam.matches(text):
+            chosen.append(fam)
+    return chosen
+
+
+def _syntax_finding(relpath: str, exc: Exception) -> Finding:
+    line = getattr(exc, "raw_line", None) or getattr(exc, "lineno", None) or 1
+    col = getattr(exc, "raw_column", None)
+    if col is None:
+        col = (getattr(exc, "offset", None) or 1) - 1
+    message = getattr(exc, "message", None) or str(exc).splitlines()[0]
+    return Finding(
+        code="PRT001",
+        message=f"syntax error: {message}; file skipped",
+        path=relpath,
+        line=int(line),
+        column=int(col) + 1,
+        end_line=int(line),
+        end_column=int(col) + 1,
+    )
+
+
+def raw_findings(ctx: FileContext, fams: Sequence[Family]) -> list[Finding]:
+    """Every finding the families report on ``ctx`` (no selection or suppression yet)."""
+    found: list[Finding] = []
+    if ctx.language == "python":
+        py_fams = [f for f in fams if f.python is not None]
+        if py_fams:
+            assert isinstance(ctx, PyContext)
+            visitors = [f.python(ctx) for f in py_fams if f.python is not None]
+            ctx.wrapper.visit_batched(visitors)
+            for v in visitors:
+                found.extend(v.findings)
+    for fam in fams:
+        checker = fam.checkers.get(ctx.language)
+        if checker is not None:
+            found.extend(checker(ctx))
+    return found
+
+
+def make_context(
+    relpath: str, text: str, language: str, settings: Settings, facts: RepoFacts | None
+) -> FileContext:
+    """Build the context; for Python this parses (raises on a syntax error)."""
+    if language == "python":
+        return PyContext(relpath, text, language, settings, facts)
+    return FileContext(relpath, text, language, settings, facts)
+
+
+def _supersede(findings: list[Finding]) -> list[Finding]:
+    specific = [f for f in findings if not f.generic]
+    if len(specific) == len(findings):
+        return findings
+    out = []
+    for f in findings:
+        if f.generic and any(
+            (s.line, s.column) <= (f.line, f.column) and (f.end_line, f.end_column) <= (s.end_line, s.end_column)
+            for s in specific
+        ):
+            continue
+        out.append(f)
+    return out
+
+
+def select(findings: Iterable[Finding], ctx: FileContext) -> list[Finding]:
+    """Apply rule selection, per-file ignores, inline suppressions and supersession."""
+    table = registry.rules()
+    settings = ctx.settings
+    sup = Suppressions(ctx)
+    kept = []
+    for f in findings:
+        rule = table.get(f.code)
+        default = rule.default if rule else True
+        if not f.code.startswith("PRT00"):
+            if not settings.is_enabled(f.code, default):
+                continue
+            if settings.ignored_in_file(f.code, ctx.relpath):
+                continue
+            if sup.suppressed(f):
+                continue
+        kept.append(f if f.path else replace(f, path=ctx.relpath))
+    kept = _supersede(kept)
+    kept.sort(key=lambda f: f.sort_key)
+    return kept
+
+
+def analyze(
+    relpath: str, text: str, language: str, settings: Settings, facts: RepoFacts | None = None
+) -> list[Finding]:
+    """Selected findings for one file's text. A parse failure is itself a finding."""
+    fams = families_for(language, text, settings)
+    if not fams:
+        return []
+    try:
+        ctx = make_context(relpath, text, language, settings, facts)
+    except cst.ParserSyntaxError as exc:
+        return [_syntax_finding(relpath, exc)]
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        return [_syntax_finding(relpath, exc if isinstance(exc, SyntaxError) else ValueError(str(exc) or type(exc).__name__))]
+    return select(raw_findings(ctx, fams), ctx)
+
+
+# -- fixing ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Stage:
+    """One family's step on one file: ``before`` -> ``after`` (``wrap`` counts re-visits)."""
+
+    family: str
+    wrap: int
+    before: str
+    after: str
+    findings: list[Finding] = field(default_factory=list)
+
+
+@dataclass
+class FixOutcome:
+    text: str
+    stages: list[Stage]
+    fixed: list[Finding]
+    remaining: list[Finding]
+    new_files: dict[str, str] = field(default_factory=dict)
+    # new files by the family that created them (for the patch series)
+    new_files_by_family: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def fixable(f: Finding, settings: Settings) -> bool:
+    if not (f.edits or f.new_files):
+        return False
+    if f.fix == Applicability.SAFE:
+        return True
+    return f.fix == Applicability.UNSAFE and settings.unsafe_fixes
+
+
+def _normalise_newlines(text: str, newline: str) -> str:
+    if newline == "\n":
+        return text
+    return text.replace("\r\n", "\n").replace("\n", newline)
+
+
+def apply_edits(text: str, edits: Sequence[Edit]) -> str:
+    """Apply non-overlapping edits (any order) to ``text``."""
+    out = []
+    pos = 0
+    for e in sorted(edits, key=lambda e: (e.start, e.end)):
+        out.append(text[pos : e.start])
+        out.append(e.text)
+        pos = max(pos, e.end)
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _accept(batch: Sequence[Finding]) -> list[Finding]:
+    """Findings whose edits do not overlap an earlier accepted finding's edits."""
+    taken: list[Edit] = []
+    accepted = []
+    for f in sorted(batch, key=lambda f: (f.edits[0].start if f.edits else -1)):
+        edits = [e for e in f.edits if e not in taken]
+        if any(e.start < t.end and t.start < e.end for e in edits for t in taken):
+            continue
+        if any(
+            e.start == e.end == t.start == t.end and e.text != t.text for e in edits for t in taken
+        ):
+            pass  # two insertions at one point: both kept, in order
+        taken.extend(edits)
+        accepted.append(f)
+    return accepted
+
+
+def _key(f: Finding, text: str) -> tuple:
+    return (f.code, f.message, tuple((text[e.start : e.end], e.text) for e in f.edits))
+
+
+def fix(
+    relpath: str,
+    text: str,
+    language: str,
+    settings: Settings,
+    facts: RepoFacts | None = None,
+    newline: str = "\n",
+    existing: frozenset[str] = frozenset(),
+) -> FixOutcome:
+    """Apply every applicable fix, family by family, to a fixpoint."""
+    findings = analyze(relpath, text, language, settings, facts)
+    stages: list[Stage] = []
+    fixed: list[Finding] = []
+    failed: set[tuple] = set()
+    errors: list[Finding] = []
+    new_files: dict[str, str] = {}
+    by_family: dict[str, dict[str, str]] = {}
+    prev_order = -1
+    wrap = 0
+    order = {f.name: f.order for f in registry.families()}
+    for _ in range(MAX_ROUNDS):
+        candidates = [f for f in findings if fixable(f, settings) and _key(f, text) not in failed]
+        if not candidates:
+            break
+        fam = min({registry.family_of(f.code) for f in candidates}, key=lambda n: (order.get(n, 0), n))
+        batch = _accept([f for f in candidates if registry.family_of(f.code) == fam])
+        edits = list(dict.fromkeys(e for f in batch for e in f.edits))
+        edits = [Edit(e.start, e.end, _normalise_newlines(e.text, newline)) for e in edits]
+        new = apply_edits(text, edits)
+        try:
+            if language == "python":
+                adds = [s for f in batch for s in f.add_imports]
+                removes = [s for f in batch for s in f.remove_imports]
+                new = fix_imports(new, adds, removes)
+                new = _normalise_newlines(new, newline) if newline != "\n" and "\r\n" not in new else new
+                cst.parse_module(new)  # the fixed file must still parse
+        except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError) as exc:
+            failed.update(_key(f, text) for f in batch)
+            errors.append(
+                Finding(
+                    code="PRT007",
+                    message=f"fix by {fam} produced invalid code ({str(exc).splitlines()[0]}); reverted",
+                    path=relpath,
+                    line=batch[0].line,
+                    column=batch[0].column,
+                    end_line=batch[0].end_line,
+                    end_column=batch[0].end_column,
+                )
+            )
+            continue
+        created = {}
+        for f in batch:
+            for path, body in f.new_files:
+                if path not in existing and path not in new_files:
+                    created[path] = body
+        if new == text and not created:
+            failed.update(_key(f, text) for f in batch)
+            continue
+        if order.get(fam, 0) <= prev_order:
+            wrap += 1
+        prev_order = order.get(fam, 0)
+        stages.append(Stage(fam, wrap, text, new, batch))
+        fixed.extend(batch)
+        new_files.update(created)
+        by_family.setdefault(fam if wrap == 0 else f"{fam}-{wrap + 1}", {}).update(created)
+        text = new
+        findings = analyze(relpath, text, language, settings, facts)
+    else:
+        errors.append(
+            Finding(code="PRT007", message="fixes did not converge; stopped after "
+                    f"{MAX_ROUNDS} rounds", path=relpath)
+        )
+    remaining = [f for f in findings if f.code != "PRT007"] + errors
+    return FixOutcome(text, stages, fixed, remaining, new_files, by_family)

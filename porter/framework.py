@@ -1,0 +1,252 @@
+"""What a rule family is, and the context it gets for each file.
+
+A *family* groups related rules (attention, optimizers, warp size...). It declares:
+
+- its rules (stable codes, docs),
+- a text pre-filter (``tokens``): the family runs on a file only when one token occurs in it,
+- a LibCST visitor class for Python (all families' visitors share one parse and one
+  batched traversal), and/or checkers for other languages (CUDA through tree-sitter,
+  requirements, TOML, Dockerfiles...).
+
+Families live in ``porter.codemods`` (the top-level ``codemods/`` folder); every module
+there that defines ``FAMILY`` is registered automatically.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import libcst as cst
+from libcst.metadata import PositionProvider
+
+from .findings import Applicability, Category, Edit, Finding, Rule, Severity
+from .pyimports import ImportIndex
+
+if TYPE_CHECKING:
+    from .config import Settings
+
+
+@dataclass(frozen=True)
+class RepoFacts:
+    """Facts about the whole target repository, gathered once before the per-file pass.
+
+    ``pins`` maps a canonical distribution name (``flash-attn``) to the version specifier
+    the repo's manifests give it (``==2.0.4``, ``>=2.3``); ``""`` when named without one.
+    """
+
+    pins: Mapping[str, str] = field(default_factory=dict)
+    manifests: tuple[str, ...] = ()
+
+    def pin(self, dist: str) -> str | None:
+        return self.pins.get(dist)
+
+
+Checker = Callable[["FileContext"], Iterable[Finding]]
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str  # short id, used in patch file names ("attention")
+    title: str  # one line for patch messages and reports
+    order: int  # application order of its patch in a series (lower first)
+    rules: tuple[Rule, ...]
+    tokens: tuple[str, ...] = ()  # text pre-filter; empty means "always run"
+    python: type[PyVisitor] | None = None
+    checkers: Mapping[str, Checker] = field(default_factory=dict)  # language -> checker
+    description: str = ""  # what its patch changes and why (Markdown)
+    verified: str = ""  # what porter's test-suite verifies for this family
+    review: str = ""  # what a human still needs to check after its patch
+
+    @property
+    def languages(self) -> frozenset[str]:
+        langs = set(self.checkers)
+        if self.python is not None:
+            langs.add("python")
+        return frozenset(langs)
+
+    def matches(self, text: str) -> bool:
+        return not self.tokens or any(tok in text for tok in self.tokens)
+
+
+class FileContext:
+    """One file being analysed: its text, language, settings and lazily built parses."""
+
+    def __init__(
+        self,
+        relpath: str,
+        text: str,
+        language: str,
+        settings: Settings,
+        facts: RepoFacts | None = None,
+    ) -> None:
+        self.relpath = relpath
+        self.text = text
+        self.language = language
+        self.settings = settings
+        self.facts = facts or RepoFacts()
+        self._line_starts: list[int] | None = None
+        self.cache: dict[str, Any] = {}  # shared parses (e.g. the tree-sitter tree)
+
+    # -- positions ----------------------------------------------------------------------
+    @property
+    def line_starts(self) -> list[int]:
+        if self._line_starts is None:
+            starts = [0]
+            text = self.text
+            i = 0
+            n = len(text)
+            while i < n:
+                c = text[i]
+                if c == "\n":
+                    starts.append(i + 1)
+                elif c == "\r":
+                    if i + 1 < n and text[i + 1] == "\n":
+                        i += 1
+                    starts.append(i + 1)
+                i += 1
+            self._line_starts = starts
+        return self._line_starts
+
+    def offset(self, line: int, column0: int) -> int:
+        """Offset of 1-based ``line`` and 0-based character ``column0``."""
+        starts = self.line_starts
+        if line - 1 >= len(starts):
+            return len(self.text)
+        return min(starts[line - 1] + column0, len(self.text))
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """1-based (line, column) of an offset."""
+        idx = bisect.bisect_right(self.line_starts, offset) - 1
+        return idx + 1, offset - self.line_starts[idx] + 1
+
+    def line_text(self, line: int) -> str:
+        starts = self.line_starts
+        if line < 1 or line > len(starts):
+            return ""
+        end = starts[line] if line < len(starts) else len(self.text)
+        return self.text[starts[line - 1] : end].rstrip("\r\n")
+
+    def finding(
+        self,
+        code: str,
+        message: str,
+        start: int,
+        end: int | None = None,
+        *,
+        replacement: str | None = None,
+        fix: Applicability = Applicability.NONE,
+        **kwargs: Any,
+    ) -> Finding:
+        """A finding over ``text[start:end]``; ``replacement`` makes it a fix of that range."""
+        end = start if end is None else end
+        line, col = self.position(start)
+        end_line, end_col = self.position(end)
+        edits = tuple(kwargs.pop("edits", ()))
+        if replacement is not None:
+            edits = (Edit(start, end, replacement),) + edits
+        return Finding(
+            code=code,
+            message=message,
+            path=self.relpath,
+            line=line,
+            column=col,
+            end_line=end_line,
+            end_column=end_col,
+            fix=fix if edits or kwargs.get("new_files") else Applicability.NONE,
+            edits=edits,
+            **kwargs,
+        )
+
+
+class PyContext(FileContext):
+    """A Python file: adds the LibCST module, its metadata wrapper and the import index."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.module: cst.Module = cst.parse_module(self.text)
+        self.wrapper = cst.MetadataWrapper(self.module, unsafe_skip_copy=True)
+        self.imports = ImportIndex(self.module)
+
+    def code_for(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+
+class PyVisitor(cst.BatchableCSTVisitor):
+    """Base class for a family's Python visitor (one instance per file).
+
+    Subclasses implement ``visit_*``/``leave_*`` methods and call :meth:`report`. Use
+    :meth:`qualname` to resolve names through the file's imports.
+    """
+
+    METADATA_DEPENDENCIES: ClassVar[Sequence[Any]] = (PositionProvider,)
+    family: ClassVar[str] = ""
+
+    def __init__(self, ctx: PyContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.findings: list[Finding] = []
+
+    # -- helpers ------------------------------------------------------------------------
+    def qualname(self, node: cst.BaseExpression) -> str | None:
+        return self.ctx.imports.resolve(node)
+
+    def span(self, node: cst.CSTNode) -> tuple[int, int]:
+        rng = self.get_metadata(PositionProvider, node)
+        return (
+            self.ctx.offset(rng.start.line, rng.start.column),
+            self.ctx.offset(rng.end.line, rng.end.column),
+        )
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.ctx.code_for(node)
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        code: str,
+        message: str,
+        *,
+        replacement: cst.CSTNode | str | None = None,
+        fix: Applicability = Applicability.SAFE,
+        **kwargs: Any,
+    ) -> Finding:
+        """Report ``code`` at ``node``. A ``replacement`` (node or source text) becomes the fix."""
+        start, end = self.span(node)
+        if isinstance(replacement, cst.CSTNode):
+            replacement = self.code(replacement)
+        finding = self.ctx.finding(code, message, start, end, replacement=replacement, fix=fix, **kwargs)
+        self.findings.append(finding)
+        return finding
+
+
+def rule(
+    code: str,
+    name: str,
+    family: str,
+    summary: str,
+    category: Category,
+    *,
+    severity: Severity = Severity.WARNING,
+    fix: Applicability = Applicability.NONE,
+    effort_hours: float = 0.0,
+    explanation: str = "",
+    example: str = "",
+    default: bool = True,
+) -> Rule:
+    """Shorthand used by the families' rule tables."""
+    return Rule(
+        code=code,
+        name=name,
+        family=family,
+        summary=summary,
+        category=category,
+        severity=severity,
+        fix=fix,
+        effort_hours=effort_hours,
+        explanation=explanation,
+        example=example,
+        default=default,
+    )

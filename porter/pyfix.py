@@ -1,0 +1,150 @@
+"""Import bookkeeping after a Python fix: add the imports new code needs, drop dead ones.
+
+Only imports a fix declared removable (by qualified name) are ever removed, and only when
+nothing in the module references their bound name any more. Everything else stays
+byte-for-byte.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+
+import libcst as cst
+
+from .pyimports import ImportIndex, dotted
+
+
+def referenced_names(text: str) -> set[str]:
+    """Names the module still uses (loads, stores, attribute roots, ``__all__`` strings)."""
+    tree = ast.parse(text)
+    used: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            used.add(node.id)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id == "__all__" and isinstance(
+                    node.value, (ast.List, ast.Tuple)
+                ):
+                    used.update(
+                        e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                    )
+    return used
+
+
+def _matches(target: str, removable: Sequence[str]) -> bool:
+    return any(target == r or target.startswith(r + ".") for r in removable)
+
+
+class _Remover(cst.CSTTransformer):
+    def __init__(self, removable: Sequence[str], used: set[str]) -> None:
+        super().__init__()
+        self.removable = removable
+        self.used = used
+
+    def _dead(self, local: str, target: str) -> bool:
+        return _matches(target, self.removable) and local not in self.used
+
+    def leave_Import(self, original: cst.Import, updated: cst.Import) -> cst.Import | cst.RemovalSentinel:
+        keep = []
+        for alias in updated.names:
+            name = dotted(alias.name) or ""
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local, target = alias.asname.name.value, name
+            else:
+                local, target = name.split(".")[0], name
+            if not self._dead(local, target):
+                keep.append(alias)
+        return _rebuild(updated, keep)
+
+    def leave_ImportFrom(
+        self, original: cst.ImportFrom, updated: cst.ImportFrom
+    ) -> cst.ImportFrom | cst.RemovalSentinel:
+        if isinstance(updated.names, cst.ImportStar) or updated.module is None:
+            return updated
+        base = "." * len(updated.relative) + (dotted(updated.module) or "")
+        keep = []
+        for alias in updated.names:
+            name = dotted(alias.name) or ""
+            local = name
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            if not self._dead(local, f"{base}.{name}"):
+                keep.append(alias)
+        return _rebuild(updated, keep)
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine | cst.RemovalSentinel:
+        if not updated.body:
+            return cst.RemoveFromParent()
+        return updated
+
+    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+        if not updated.body:
+            return updated.with_changes(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
+        return updated
+
+
+def _rebuild(node, keep):  # type: ignore[no-untyped-def]
+    if len(keep) == len(node.names):
+        return node
+    if not keep:
+        return cst.RemoveFromParent()
+    keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return node.with_changes(names=keep)
+
+
+def _has_import(index: ImportIndex, stmt: cst.Import | cst.ImportFrom) -> bool:
+    probe = ImportIndex(cst.Module(body=[cst.SimpleStatementLine(body=[stmt])]))
+    for binding in probe.statements:
+        for existing in index.bindings.get(binding.local, ()):
+            if existing.target == binding.target and not existing.gated:
+                return True
+    return False
+
+
+def _insert_at(module: cst.Module) -> int:
+    """Index in ``module.body`` after the leading docstring/__future__/import block."""
+    pos = 0
+    body = module.body
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, cst.SimpleStatementLine):
+            first = stmt.body[0] if stmt.body else None
+            if i == 0 and isinstance(first, cst.Expr) and isinstance(first.value, (cst.SimpleString, cst.ConcatenatedString)):
+                pos = 1
+                continue
+            if all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body):
+                pos = i + 1
+                continue
+        break
+    return pos
+
+
+def fix_imports(text: str, add: Sequence[str], remove: Sequence[str]) -> str:
+    """Return ``text`` with the ``add`` statements present and dead ``remove`` imports gone."""
+    if not add and not remove:
+        return text
+    module = cst.parse_module(text)
+    if remove:
+        used = referenced_names(text)
+        module = module.visit(_Remover(tuple(remove), used))
+    if add:
+        index = ImportIndex(module)
+        new_lines = []
+        for statement in dict.fromkeys(add):
+            line = cst.parse_statement(statement)
+            assert isinstance(line, cst.SimpleStatementLine)
+            stmt = line.body[0]
+            assert isinstance(stmt, (cst.Import, cst.ImportFrom))
+            if not _has_import(index, stmt):
+                new_lines.append(line)
+        if new_lines:
+            at = _insert_at(module)
+            body = list(module.body)
+            if at < len(body) and at > 0 and not isinstance(body[at - 1], cst.SimpleStatementLine):
+                pass
+            body[at:at] = new_lines
+            module = module.with_changes(body=body)
+    return module.code

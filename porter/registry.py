@@ -1,0 +1,101 @@
+"""The rule registry: every family in ``porter.codemods`` plus the engine's own rules."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from functools import lru_cache
+
+from .findings import Applicability, Category, Rule, Severity
+from .framework import Family, rule
+
+CODE_RE = re.compile(r"^PRT\d{3}$")
+
+ENGINE = "engine"
+
+ENGINE_RULES: tuple[Rule, ...] = (
+    rule("PRT001", "syntax-error", ENGINE, "The file does not parse; porter skipped it.", Category.BENIGN,
+         severity=Severity.ERROR,
+         explanation="porter parses every file it analyses. A file that does not parse (a syntax error, "
+         "Python 2 code, a grammar porter's parser does not know) is reported with the parser's message "
+         "and left untouched; the rest of the run goes on."),
+    rule("PRT002", "undecodable-file", ENGINE, "The file is not valid text in its declared encoding.",
+         Category.BENIGN, severity=Severity.ERROR,
+         explanation="Python files are decoded per PEP 263 (BOM or coding cookie, else UTF-8); other "
+         "files as UTF-8. A file that does not decode is reported and left untouched."),
+    rule("PRT003", "binary-file", ENGINE, "The file looks binary (NUL bytes); porter skipped it.",
+         Category.BENIGN, severity=Severity.INFO),
+    rule("PRT004", "file-too-large", ENGINE, "The file exceeds max-file-size; porter skipped it.",
+         Category.BENIGN, severity=Severity.INFO,
+         explanation="Raise `max-file-size` under `[tool.porter]` to analyse it."),
+    rule("PRT005", "unreadable-file", ENGINE, "The file could not be read (permissions, vanished).",
+         Category.BENIGN, severity=Severity.ERROR),
+    rule("PRT006", "symlink-outside-root", ENGINE,
+         "A symlink points outside the target root; porter neither reads nor writes through it.",
+         Category.BENIGN, severity=Severity.WARNING),
+    rule("PRT007", "fix-failed", ENGINE,
+         "A fix produced code that does not parse, or did not converge; porter reverted it.",
+         Category.BENIGN, severity=Severity.ERROR,
+         explanation="This is a bug in porter: please report it with the file. The file is left as "
+         "it was before the failing fix."),
+    rule("PRT008", "file-timeout", ENGINE, "Analysing the file took longer than the per-file timeout.",
+         Category.BENIGN, severity=Severity.ERROR,
+         explanation="Raise `--timeout` (or `timeout` under `[tool.porter]`) to analyse it."),
+    rule("PRT009", "path-outside-root", ENGINE, "A path given on the command line is outside the root.",
+         Category.BENIGN, severity=Severity.ERROR),
+)
+
+
+@lru_cache(maxsize=1)
+def families() -> tuple[Family, ...]:
+    """All rule families, in patch application order."""
+    import porter.codemods as pkg
+
+    found: list[Family] = []
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{pkg.__name__}.{info.name}")
+        family = getattr(module, "FAMILY", None)
+        if isinstance(family, Family):
+            found.append(family)
+    found.sort(key=lambda f: (f.order, f.name))
+    return tuple(found)
+
+
+@lru_cache(maxsize=1)
+def rules() -> dict[str, Rule]:
+    """Every rule by code (engine rules first), checked for uniqueness."""
+    table: dict[str, Rule] = {}
+    names: set[str] = set()
+    for r in ENGINE_RULES + tuple(r for fam in families() for r in fam.rules):
+        if not CODE_RE.match(r.code):
+            raise ValueError(f"bad rule code {r.code!r}")
+        if r.code in table:
+            raise ValueError(f"duplicate rule code {r.code}")
+        if r.name in names:
+            raise ValueError(f"duplicate rule name {r.name}")
+        table[r.code] = r
+        names.add(r.name)
+    return dict(sorted(table.items()))
+
+
+def family_of(code: str) -> str:
+    r = rules().get(code)
+    return r.family if r else ENGINE
+
+
+def family(name: str) -> Family | None:
+    return next((f for f in families() if f.name == name), None)
+
+
+def lookup(code_or_name: str) -> Rule | None:
+    table = rules()
+    key = code_or_name.strip()
+    if key.upper() in table:
+        return table[key.upper()]
+    return next((r for r in table.values() if r.name == key), None)
+
+
+__all__ = ["ENGINE_RULES", "Applicability", "families", "family", "family_of", "lookup", "rules"]

@@ -1,0 +1,125 @@
+"""Reading and writing source files without losing a byte.
+
+Decoding keeps what is needed to write the file back exactly: the codec, a UTF-8 BOM and
+the newline convention (text is kept with its original line endings).
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import os
+import stat
+import tempfile
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+
+
+class SourceError(Exception):
+    """A file that cannot be analysed: the code names the engine rule (PRT00x)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Decoded:
+    text: str
+    encoding: str  # codec name used to decode
+    bom: bool
+    newline: str  # "\n", "\r\n" or "\r" (dominant convention)
+
+    def encode(self, text: str) -> bytes:
+        data = text.encode(self.encoding)
+        return (codecs.BOM_UTF8 + data) if self.bom else data
+
+
+def detect_newline(text: str) -> str:
+    crlf = text.count("\r\n")
+    lf = text.count("\n") - crlf
+    cr = text.count("\r") - crlf
+    if crlf > lf and crlf >= cr:
+        return "\r\n"
+    if cr > lf:
+        return "\r"
+    return "\n"
+
+
+def decode(data: bytes, *, python: bool) -> Decoded:
+    """Decode ``data``; raise SourceError for binary or undecodable content."""
+    if b"\x00" in data[:8192] or (len(data) > 8192 and b"\x00" in data):
+        raise SourceError("PRT003", "binary file (contains NUL bytes); skipped")
+    bom = data.startswith(codecs.BOM_UTF8)
+    body = data[3:] if bom else data
+    encoding = "utf-8"
+    if python:
+        try:
+            enc, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        except SyntaxError as exc:  # bad cookie or BOM/cookie conflict
+            raise SourceError("PRT002", f"cannot determine encoding: {exc}") from None
+        encoding = "utf-8" if enc in ("utf-8-sig", "utf-8") else enc
+    try:
+        text = body.decode(encoding)
+    except (UnicodeDecodeError, LookupError) as exc:
+        raise SourceError("PRT002", f"not valid {encoding}: {exc}") from None
+    return Decoded(text=text, encoding=encoding, bom=bom, newline=detect_newline(text))
+
+
+def read_source(path: Path, *, python: bool, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[bytes, Decoded]:
+    """Read ``path`` without following a final symlink; raise SourceError on any problem."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        raise SourceError("PRT005", "file vanished before it could be read") from None
+    except OSError as exc:
+        raise SourceError("PRT005", f"cannot open: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SourceError("PRT005", "not a regular file")
+        if st.st_size > max_bytes:
+            raise SourceError(
+                "PRT004", f"file too large ({st.st_size} bytes > max-file-size {max_bytes}); skipped"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise SourceError("PRT005", f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise SourceError("PRT004", f"file too large (> max-file-size {max_bytes} bytes); skipped")
+    return data, decode(data, python=python)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same folder + rename).
+
+    The file's permission bits are kept. A symlink is never written through.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise SourceError("PRT006", "refusing to write through a symlink")
+    directory = path.parent
+    fd, tmp = tempfile.mkstemp(prefix=".porter-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, stat.S_IMODE(st.st_mode) if st is not None else 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -39,6 +39,12 @@ class RepoFacts:
 
     pins: Mapping[str, str] = field(default_factory=dict)
     manifests: tuple[str, ...] = ()
+    # Filled for the second phase of a run (manifest files are processed after every
+    # Python/C++ file): top-level modules the repo's Python files import (after fixes in
+    # apply mode), and the rule codes whose fixes this run applied.
+    imports: frozenset[str] = frozenset()
+    applied: frozenset[str] = frozenset()
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def pin(self, dist: str) -> str | None:
         return self.pins.get(dist)

@@ -1,0 +1,299 @@
+"""Reporters: text (rich, grouped), concise, JSON, SARIF 2.1.0, Markdown, GitHub annotations."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import __version__, registry
+from .findings import Applicability, Category, Finding, Rule, Severity
+
+FORMATS = ("text", "concise", "json", "sarif", "markdown", "github")
+INFO_URI = "https://pypi.org/project/porter-rocm/"
+
+
+def rule_of(f: Finding) -> Rule | None:
+    return registry.rules().get(f.code)
+
+
+def category_of(f: Finding) -> Category:
+    if f.category is not None:
+        return f.category
+    r = rule_of(f)
+    return r.category if r else Category.BENIGN
+
+
+def severity_of(f: Finding) -> Severity:
+    if f.severity is not None:
+        return f.severity
+    r = rule_of(f)
+    return r.severity if r else Severity.ERROR
+
+
+def effort_of(f: Finding) -> float:
+    if f.effort_hours is not None:
+        return f.effort_hours
+    r = rule_of(f)
+    return r.effort_hours if r else 0.0
+
+
+def finding_dict(f: Finding) -> dict[str, Any]:
+    r = rule_of(f)
+    return {
+        "code": f.code,
+        "name": r.name if r else f.code,
+        "family": r.family if r else "engine",
+        "path": f.path,
+        "line": f.line,
+        "column": f.column,
+        "end_line": f.end_line,
+        "end_column": f.end_column,
+        "category": category_of(f).value,
+        "severity": severity_of(f).value,
+        "message": f.message,
+        "fix": f.fix.value,
+        "fix_title": f.fix_title,
+        "effort_hours": effort_of(f),
+    }
+
+
+def counts(findings: Sequence[Finding]) -> dict[str, Any]:
+    return {
+        "total": len(findings),
+        "by_category": {c.value: sum(1 for f in findings if category_of(f) == c) for c in Category},
+        "by_fix": {a.value: sum(1 for f in findings if f.fix == a) for a in Applicability},
+        "by_severity": {s.value: sum(1 for f in findings if severity_of(f) == s) for s in Severity},
+        "by_code": dict(sorted(Counter(f.code for f in findings).items())),
+    }
+
+
+def summary_dict(findings: Sequence[Finding], files_scanned: int) -> dict[str, Any] | None:
+    try:
+        from .estimate import summarize
+    except ImportError:
+        return None
+    return summarize(list(findings), files_scanned=files_scanned).to_dict()
+
+
+def render_json(findings: Sequence[Finding], *, root: str = "", files_scanned: int = 0,
+                fixed: Sequence[Finding] = (), extra: dict[str, Any] | None = None) -> str:
+    doc: dict[str, Any] = {
+        "tool": "porter",
+        "version": __version__,
+        "root": root,
+        "files_scanned": files_scanned,
+        "findings": [finding_dict(f) for f in findings],
+        "counts": counts(findings),
+    }
+    if fixed:
+        doc["fixed"] = [finding_dict(f) for f in fixed]
+    summary = summary_dict(findings, files_scanned)
+    if summary is not None:
+        doc["summary"] = summary
+    if extra:
+        doc.update(extra)
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+# -- SARIF ----------------------------------------------------------------------------------
+
+_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+_PROBLEM = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "recommendation"}
+
+
+def _sarif_rule(r: Rule) -> dict[str, Any]:
+    help_md = r.markdown()
+    return {
+        "id": r.code,
+        "name": r.name,
+        "shortDescription": {"text": r.summary},
+        "fullDescription": {"text": (r.explanation or r.summary).strip()},
+        "help": {"text": help_md, "markdown": help_md},
+        "helpUri": f"{INFO_URI}#{r.code.lower()}",
+        "defaultConfiguration": {"level": _LEVEL[r.severity]},
+        "properties": {
+            "tags": ["rocm", "portability", r.family, r.category.value],
+            "precision": "high",
+            "problem.severity": _PROBLEM[r.severity],
+        },
+    }
+
+
+def _region(line: int, col: int, end_line: int, end_col: int) -> dict[str, int]:
+    end_line = max(end_line, line)
+    if end_line == line and end_col <= col:
+        end_col = col + 1
+    return {"startLine": line, "startColumn": col, "endLine": end_line, "endColumn": end_col}
+
+
+def _offset_pos(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    start = text.rfind("\n", 0, offset) + 1
+    return line, offset - start + 1
+
+
+def render_sarif(findings: Sequence[Finding], *, root: Path | None = None) -> str:
+    table = registry.rules()
+    used = sorted({f.code for f in findings if f.code in table})
+    index = {code: i for i, code in enumerate(used)}
+    texts: dict[str, str | None] = {}
+    results = []
+    for f in findings:
+        r = table.get(f.code)
+        result: dict[str, Any] = {
+            "ruleId": f.code,
+            "level": _LEVEL[severity_of(f)],
+            "message": {"text": f.message},
+            "locations": [{
+                "physicalLocation": {
+                    "artifactLocation": {"uri": _uri(f.path), "uriBaseId": "%SRCROOT%"},
+                    "region": _region(f.line, f.column, f.end_line, f.end_column),
+                }
+            }],
+            "partialFingerprints": {
+                "primaryLocationLineHash": hashlib.sha256(
+                    f"{f.code}|{f.path}|{f.message}".encode()
+                ).hexdigest()[:16] + ":1"
+            },
+            "properties": {"category": category_of(f).value, "fix": f.fix.value},
+        }
+        if r is not None:
+            result["ruleIndex"] = index[f.code]
+        if f.edits and root is not None:
+            if f.path not in texts:
+                try:
+                    texts[f.path] = (root / f.path).read_bytes().decode("utf-8")
+                except (OSError, UnicodeDecodeError):
+                    texts[f.path] = None
+            text = texts[f.path]
+            if text is not None:
+                replacements = []
+                for e in f.edits:
+                    sl, sc = _offset_pos(text, e.start)
+                    el, ec = _offset_pos(text, e.end)
+                    replacements.append({
+                        "deletedRegion": {"startLine": sl, "startColumn": sc, "endLine": el, "endColumn": ec},
+                        "insertedContent": {"text": e.text},
+                    })
+                result["fixes"] = [{
+                    "description": {"text": f.fix_title or f"porter {f.fix.value} fix"},
+                    "artifactChanges": [{"artifactLocation": {"uri": _uri(f.path), "uriBaseId": "%SRCROOT%"},
+                                         "replacements": replacements}],
+                }]
+        results.append(result)
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "porter",
+                "version": __version__,
+                "semanticVersion": __version__,
+                "informationUri": INFO_URI,
+                "rules": [_sarif_rule(table[c]) for c in used],
+            }},
+            "originalUriBaseIds": {"%SRCROOT%": {"uri": (root.resolve().as_uri() + "/") if root else "file:///"}},
+            "results": results,
+        }],
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def _uri(path: str) -> str:
+    from urllib.parse import quote
+
+    return quote(path, safe="/")
+
+
+# -- text -----------------------------------------------------------------------------------
+
+_MARK = {Applicability.SAFE: "[*]", Applicability.UNSAFE: "[~]", Applicability.NONE: ""}
+
+
+def render_concise(findings: Sequence[Finding]) -> str:
+    lines = []
+    for f in findings:
+        mark = _MARK[f.fix]
+        lines.append(f"{f.path}:{f.line}:{f.column}: {f.code}{' ' + mark if mark else ''} {f.message}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def render_github(findings: Sequence[Finding]) -> str:
+    out = []
+    for f in findings:
+        level = {"error": "error", "warning": "warning", "info": "notice"}[severity_of(f).value]
+        msg = f.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        out.append(f"::{level} title=porter ({f.code}),file={f.path},line={f.line},col={f.column},"
+                   f"endLine={f.end_line},endColumn={f.end_column}::{f.code} {msg}")
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def print_text(findings: Sequence[Finding], console: Any, *, files_scanned: int = 0, show_summary: bool = True,
+               unsafe_hint: bool = True, audit_summary: bool = False) -> None:
+    """Grouped, coloured output (colour only on a terminal) plus a summary."""
+    from rich.markup import escape
+
+    by_file: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_file.setdefault(f.path, []).append(f)
+    style = {Category.REPLACE: "bold red", Category.SHIM: "yellow", Category.BENIGN: "dim"}
+    for path, items in by_file.items():
+        console.print(f"[bold]{escape(path)}[/bold]")
+        for f in items:
+            mark = _MARK[f.fix]
+            cat = category_of(f)
+            console.print(
+                f"  {f.line}:{f.column}  [{style[cat]}]{f.code}[/{style[cat]}] "
+                f"{'[green]' + escape(mark) + '[/green] ' if mark else ''}{escape(f.message)} "
+                f"[dim]({cat.value})[/dim]",
+                highlight=False,
+            )
+    if not show_summary:
+        return
+    c = counts(findings)
+    cats = c["by_category"]
+    console.print(
+        f"\n{c['total']} finding(s) in {len(by_file)} file(s) of {files_scanned} scanned: "
+        f"[red]{cats['replace']} replace[/red], [yellow]{cats['shim']} shim[/yellow], {cats['benign']} benign.",
+        highlight=False,
+    )
+    fixes = c["by_fix"]
+    if fixes["safe"] or fixes["unsafe"]:
+        console.print(
+            f"[green]{fixes['safe']} fixable[/green] with `porter apply`"
+            + (f"; {fixes['unsafe']} more with `porter apply --unsafe-fixes`" if fixes["unsafe"] and unsafe_hint
+               else "") + ".",
+            highlight=False,
+        )
+    if audit_summary:
+        try:
+            from .audit_report import render_text_summary
+            from .estimate import summarize
+        except ImportError:
+            return
+        console.print(escape(render_text_summary(summarize(list(findings), files_scanned=files_scanned))),
+                      highlight=False)
+
+
+def render_markdown(findings: Sequence[Finding], *, title: str = "porter audit", files_scanned: int = 0) -> str:
+    try:
+        from .audit_report import render_markdown as audit_markdown
+        from .estimate import summarize
+    except ImportError:
+        audit_markdown = None  # type: ignore[assignment]
+    if audit_markdown is not None:
+        return audit_markdown(list(findings), summarize(list(findings), files_scanned=files_scanned), title)
+    c = counts(findings)
+    lines = [f"# {title}", "", f"{c['total']} findings in {files_scanned} files scanned.", "",
+             "| class | findings |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in c["by_category"].items()]
+    lines += ["", "| file | line | code | class | fix | message |", "|---|---|---|---|---|---|"]
+    for f in findings:
+        msg = f.message.replace("|", "\\|")
+        lines.append(f"| [{f.path}]({f.path}#L{f.line}) | {f.line} | {f.code} | {category_of(f).value} | "
+                     f"{f.fix.value} | {msg} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,511 @@
+"""Device code inventory: ``.cuda()``, device strings, ``torch.cuda.*`` classified (PRT040-PRT069).
+
+The ROCm build of PyTorch *is* ``torch.cuda``: ``device="cuda"``, ``.cuda()`` and most of
+``torch.cuda.*`` run unchanged on AMD GPUs. This family lists every such site so the audit is
+complete, marks the portable ones as benign (severity info), and flags the few that need a
+look on ROCm with what to do: CUDA graphs, ``CUDA_VISIBLE_DEVICES`` and friends,
+``get_arch_list``, ``CUDA_HOME``, NVIDIA-only corners of ``torch.cuda``. The deprecated
+``torch.cuda.amp`` entry points get an exact rewrite to ``torch.amp``.
+
+Vendor and capability checks (``get_device_capability``, ``get_device_name``,
+``torch.version.cuda``), TF32/cuDNN flags (family ``devices``), NVML/nvtx (family
+``telemetry``) and NCCL variables (family ``distributed``) are left to their owners.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from porter.findings import Applicability, Category, Severity
+from porter.framework import Family, PyContext, PyVisitor, rule
+
+NAME = "device_audit"
+
+# -- classification tables ---------------------------------------------------------------------
+
+# torch.cuda.<first attribute> that behave the same on ROCm builds.
+PORTABLE = frozenset(
+    {
+        "is_available", "device_count", "current_device", "set_device", "device", "device_of",
+        "synchronize", "empty_cache", "ipc_collect", "init", "is_initialized",
+        "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+        "memory_cached", "max_memory_cached", "memory_stats", "memory_stats_as_nested_dict",
+        "memory_summary", "memory_snapshot", "mem_get_info", "reset_peak_memory_stats",
+        "reset_max_memory_allocated", "reset_max_memory_cached", "reset_accumulated_memory_stats",
+        "host_memory_stats", "host_memory_stats_as_nested_dict", "reset_peak_host_memory_stats",
+        "reset_accumulated_host_memory_stats", "set_per_process_memory_fraction",
+        "get_per_process_memory_fraction", "caching_allocator_alloc", "caching_allocator_delete",
+        "caching_allocator_enable", "caching_allocator_disabled", "get_allocator_backend",
+        "list_gpu_processes", "memory", "MemPool", "use_mem_pool",
+        "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state",
+        "get_rng_state_all", "set_rng_state", "set_rng_state_all", "random", "default_generators",
+        "Stream", "Event", "ExternalStream", "StreamContext", "stream", "current_stream",
+        "default_stream", "set_stream", "streams", "get_stream_from_external",
+        "set_sync_debug_mode", "get_sync_debug_mode", "can_device_access_peer",
+        "is_bf16_supported", "amp", "comm", "nccl", "sparse", "tunable", "profiler",
+        "OutOfMemoryError", "CudaError", "AcceleratorError", "DeferredCudaCallError",
+        "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
+        "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor", "has_half", "has_magma",
+    }
+)
+# Owned by other families (devices: vendor/capability checks; telemetry: nvtx).
+OWNED_ELSEWHERE = frozenset(
+    {"get_device_capability", "get_device_name", "get_device_properties", "is_tf32_supported", "nvtx"}
+)
+GRAPHS = frozenset({"graph", "CUDAGraph", "make_graphed_callables", "graph_pool_handle", "graphs",
+                    "is_current_stream_capturing"})
+ARCH = frozenset({"get_arch_list", "get_gencode_flags"})
+TELEMETRY = frozenset({"power_draw", "temperature", "clock_rate", "utilization", "memory_usage",
+                       "device_memory_used"})
+VERIFY = frozenset({"jiterator", "cudart", "current_blas_handle", "current_solver_handle",
+                    "CUDAPluggableAllocator", "change_current_allocator", "check_error", "cudaStatus"})
+NVIDIA_ONLY = frozenset({"gds", "green_contexts", "GreenContext"})
+
+AMP_DEPRECATED = {
+    "torch.cuda.amp.autocast": ("autocast", ("enabled", "dtype", "cache_enabled")),
+    "torch.cuda.amp.GradScaler": ("GradScaler", ("init_scale", "growth_factor", "backoff_factor",
+                                                 "growth_interval", "enabled")),
+    "torch.cuda.amp.autocast_mode.autocast": ("autocast", ("enabled", "dtype", "cache_enabled")),
+    "torch.cuda.amp.grad_scaler.GradScaler": ("GradScaler", ("init_scale", "growth_factor",
+                                                             "backoff_factor", "growth_interval",
+                                                             "enabled")),
+    "torch.cuda.amp.custom_fwd": ("custom_fwd", ("fwd",)),
+    "torch.cuda.amp.custom_bwd": ("custom_bwd", ("bwd",)),
+    "torch.cuda.amp.autocast_mode.custom_fwd": ("custom_fwd", ("fwd",)),
+    "torch.cuda.amp.autocast_mode.custom_bwd": ("custom_bwd", ("bwd",)),
+}
+
+# Environment variables (exact names) -> rule code.
+ENV_VARS = {
+    "CUDA_VISIBLE_DEVICES": "PRT045",
+    "CUDA_HOME": "PRT047",
+    "CUDA_PATH": "PRT047",
+    "CUDA_ROOT": "PRT047",
+    "TORCH_CUDA_ARCH_LIST": "PRT048",
+    "CUDA_LAUNCH_BLOCKING": "PRT053",
+    "CUDA_DEVICE_MAX_CONNECTIONS": "PRT053",
+    "CUDA_DEVICE_ORDER": "PRT053",
+    "CUDA_MODULE_LOADING": "PRT053",
+    "PYTORCH_CUDA_ALLOC_CONF": "PRT053",
+}
+_ENV_ADVICE = {
+    "CUDA_VISIBLE_DEVICES": (
+        "ROCm honours CUDA_VISIBLE_DEVICES too, but AMD schedulers and containers often restrict "
+        "GPUs with ROCR_VISIBLE_DEVICES (applied first, at the runtime level) or HIP_VISIBLE_DEVICES; "
+        "when reading it, also consult HIP_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES, and when setting it "
+        "set only one of them (indices of the second are relative to the first)"),
+    "CUDA_HOME": "CUDA_HOME/CUDA_PATH are unset on ROCm machines; use ROCM_HOME (or ROCM_PATH) "
+    "when torch.version.hip is set",
+    "TORCH_CUDA_ARCH_LIST": "ROCm extension builds read PYTORCH_ROCM_ARCH (e.g. gfx90a;gfx942) "
+    "instead; set both, or choose by torch.version.hip",
+    "CUDA_LAUNCH_BLOCKING": "HIP's equivalent is HIP_LAUNCH_BLOCKING=1 (or AMD_SERIALIZE_KERNEL=3); "
+    "set it too when debugging on ROCm",
+    "CUDA_DEVICE_MAX_CONNECTIONS": "no effect on ROCm (the HIP analogue is GPU_MAX_HW_QUEUES); code "
+    "that relies on it for compute/communication ordering (Megatron-style overlap) needs a check",
+    "CUDA_DEVICE_ORDER": "no effect on ROCm, where devices are enumerated in PCI bus order",
+    "CUDA_MODULE_LOADING": "no effect on ROCm",
+    "PYTORCH_CUDA_ALLOC_CONF": "ROCm builds also read PYTORCH_HIP_ALLOC_CONF (and the generic "
+    "PYTORCH_ALLOC_CONF in recent releases); check that each option is supported on ROCm",
+}
+_ENV_ADVICE["CUDA_PATH"] = _ENV_ADVICE["CUDA_ROOT"] = _ENV_ADVICE["CUDA_HOME"]
+
+DEVICE_KEYWORDS = frozenset({"device", "map_location", "device_type", "output_device"})
+DEVICE_ARG0 = frozenset({"torch.device", "torch.autocast", "torch.amp.autocast", "torch.amp.GradScaler",
+                         "torch.Generator", "torch.get_autocast_dtype", "torch.is_autocast_enabled",
+                         "torch.cuda.device"})
+_CUDA_STR = re.compile(r"^cuda(:\d+)?$")
+_CUDA_PREFIX = re.compile(r"^cuda(:|$)")
+
+# -- rules -------------------------------------------------------------------------------------
+
+_BENIGN_DOC = (
+    "The ROCm build of PyTorch keeps the `cuda` device type and the `torch.cuda` namespace (it is "
+    "the HIP backend; `torch.version.hip` is set), so this runs unchanged on AMD GPUs. It is listed "
+    "so the inventory is complete; no change is needed."
+)
+
+RULES = (
+    rule("PRT040", "cuda-method-call", NAME, "`.cuda()` moves a tensor or module to the GPU.",
+         Category.BENIGN, severity=Severity.INFO, explanation=_BENIGN_DOC,
+         example="```python\nmodel = model.cuda()  # runs unchanged on ROCm\n```"),
+    rule("PRT041", "cuda-device-string", NAME,
+         "A `\"cuda\"`/`\"cuda:N\"` device string (`device=`, `torch.device`, `.to()`).",
+         Category.BENIGN, severity=Severity.INFO, explanation=_BENIGN_DOC + " Prefer one `get_device()` "
+         "helper (playbook step 2) over scattered literals, but that is hygiene, not porting work.",
+         example='```python\nx = torch.zeros(4, device="cuda")  # runs unchanged on ROCm\n```'),
+    rule("PRT042", "torch-cuda-portable", NAME,
+         "A portable `torch.cuda` API (availability, devices, memory stats, streams, RNG, amp...).",
+         Category.BENIGN, severity=Severity.INFO, explanation=_BENIGN_DOC),
+    rule("PRT043", "torch-cuda-verify", NAME,
+         "A `torch.cuda` API that exists on ROCm but whose behaviour should be verified there.",
+         Category.BENIGN, severity=Severity.WARNING, effort_hours=0.5,
+         explanation="`jiterator` compiles C++ at run time (NVRTC on CUDA, hipRTC on ROCm); "
+         "`cudart()` exposes the raw runtime; `current_blas_handle()` returns a cuBLAS or rocBLAS "
+         "handle that only native code can use; a pluggable allocator is a shared library built "
+         "against the CUDA runtime and must be rebuilt with HIP. Names porter does not know are "
+         "reported here too. Check each on a ROCm machine."),
+    rule("PRT044", "cuda-graph", NAME,
+         "CUDA graph capture (`torch.cuda.graph`, `CUDAGraph`, `make_graphed_callables`).",
+         Category.BENIGN, severity=Severity.WARNING, effort_hours=1.0,
+         explanation="CUDA graphs are implemented on ROCm through HIP graphs, so the code runs. "
+         "Capture is stricter about allocations, host synchronisation and some collectives, and "
+         "the speed-up differs; run the captured region once on ROCm and compare outputs and "
+         "step time with graphs on and off."),
+    rule("PRT045", "cuda-visible-devices", NAME,
+         "`CUDA_VISIBLE_DEVICES` read or set from Python.", Category.SHIM, severity=Severity.WARNING,
+         effort_hours=0.5,
+         explanation="ROCm honours `CUDA_VISIBLE_DEVICES`, but AMD clusters restrict GPUs with "
+         "`ROCR_VISIBLE_DEVICES` (applied first, at the ROCr runtime level) and `HIP_VISIBLE_DEVICES`. "
+         "Code that *reads* the variable to count or name GPUs must also look at those two; code that "
+         "*sets* it should set one variable only, because each later mask indexes into the GPUs the "
+         "earlier one left visible.",
+         example='```python\nvisible = (os.environ.get("CUDA_VISIBLE_DEVICES")\n'
+         '           or os.environ.get("HIP_VISIBLE_DEVICES")\n'
+         '           or os.environ.get("ROCR_VISIBLE_DEVICES"))\n```'),
+    rule("PRT046", "cuda-arch-list", NAME,
+         "`torch.cuda.get_arch_list()`/`get_gencode_flags()` return `sm_XX` names on CUDA only.",
+         Category.SHIM, severity=Severity.WARNING, effort_hours=0.5,
+         explanation="On ROCm `get_arch_list()` returns `gfx90a`, `gfx942`... and `get_gencode_flags()` "
+         "has no meaning. Code that parses `sm_` numbers to pick kernels must branch on "
+         "`torch.version.hip` or test a capability instead."),
+    rule("PRT047", "cuda-home", NAME,
+         "`CUDA_HOME` (`torch.utils.cpp_extension.CUDA_HOME`, `CUDA_HOME`/`CUDA_PATH` variables).",
+         Category.SHIM, severity=Severity.WARNING, effort_hours=0.5,
+         explanation="`torch.utils.cpp_extension.CUDA_HOME` is `None` on a ROCm machine and the "
+         "`CUDA_HOME`/`CUDA_PATH` variables are unset, so code that builds paths from them, or refuses "
+         "to build without them, fails. Use `torch.utils.cpp_extension.ROCM_HOME` when "
+         "`torch.version.hip` is set."),
+    rule("PRT048", "torch-cuda-arch-list-env", NAME,
+         "`TORCH_CUDA_ARCH_LIST` set from Python; ROCm builds read `PYTORCH_ROCM_ARCH`.",
+         Category.SHIM, severity=Severity.WARNING, effort_hours=0.25,
+         explanation="Extension builds on ROCm take their GPU targets from `PYTORCH_ROCM_ARCH` "
+         "(`gfx90a;gfx942`). Set it next to `TORCH_CUDA_ARCH_LIST`."),
+    rule("PRT049", "cuda-amp-deprecated", NAME,
+         "Deprecated `torch.cuda.amp` entry point; `torch.amp` with `\"cuda\"` is the same.",
+         Category.BENIGN, severity=Severity.INFO, fix=Applicability.SAFE, effort_hours=0.1,
+         explanation="`torch.cuda.amp.autocast(args...)`, `GradScaler(args...)`, `custom_fwd` and "
+         "`custom_bwd` are thin deprecated wrappers that forward to `torch.amp` with device `\"cuda\"` "
+         "(torch 2.13 `torch/cuda/amp/*.py`). porter binds positional arguments by the deprecated "
+         "signature and writes keywords. Both spellings work on ROCm; the rewrite removes the "
+         "FutureWarning. The rewrite is marked unsafe when the file changes process-wide autocast "
+         "defaults (`torch.set_autocast_dtype`), because `torch.cuda.amp.autocast` pins fp16 where "
+         "`torch.amp.autocast` reads that default.",
+         example="```python\nwith torch.cuda.amp.autocast(True, torch.bfloat16):\n"
+         "# becomes\nwith torch.amp.autocast(\"cuda\", enabled=True, dtype=torch.bfloat16):\n```"),
+    rule("PRT051", "torch-cuda-telemetry", NAME,
+         "`torch.cuda` telemetry (power, temperature, clocks, utilisation) has different units on ROCm.",
+         Category.BENIGN, severity=Severity.INFO, effort_hours=0.25,
+         explanation="These helpers read amdsmi on ROCm: `power_draw` is in W there (mW on NVIDIA), "
+         "`temperature` is the junction sensor, `utilization`/`memory_usage` are activity counters. "
+         "Check dashboards and thresholds."),
+    rule("PRT052", "torch-cuda-nvidia-only", NAME,
+         "A `torch.cuda` API with no ROCm implementation (GPUDirect Storage, green contexts).",
+         Category.REPLACE, severity=Severity.WARNING, effort_hours=4.0,
+         explanation="`torch.cuda.gds` wraps NVIDIA cuFile and `green_contexts` wraps CUDA green "
+         "contexts; neither exists on ROCm. Fall back to ordinary file I/O (`torch.load` with "
+         "`mmap=True`) or ordinary streams."),
+    rule("PRT053", "cuda-env-tuning", NAME,
+         "A CUDA runtime/debug environment variable set or read from Python "
+         "(`CUDA_LAUNCH_BLOCKING`, `CUDA_DEVICE_MAX_CONNECTIONS`, `PYTORCH_CUDA_ALLOC_CONF`...).",
+         Category.SHIM, severity=Severity.INFO, effort_hours=0.25,
+         explanation="Each has a HIP/ROCm counterpart or none; the message says which."),
+)
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _str_value(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        try:
+            value = node.evaluated_value
+        except Exception:  # noqa: BLE001 - odd prefixes
+            return None
+        return value if isinstance(value, str) else None
+    if isinstance(node, cst.ConcatenatedString):
+        left, right = _str_value(node.left), _str_value(node.right)
+        if left is not None and right is not None:
+            return left + right
+    return None
+
+
+def cuda_literals(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The string literals inside a device expression that name a CUDA device."""
+    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
+        value = _str_value(expr)
+        return [expr] if value is not None and _CUDA_STR.match(value) else []
+    if isinstance(expr, cst.FormattedString):
+        first = expr.parts[0] if expr.parts else None
+        if isinstance(first, cst.FormattedStringText) and _CUDA_PREFIX.match(first.value):
+            return [expr]
+        return []
+    if isinstance(expr, cst.IfExp):
+        return cuda_literals(expr.body) + cuda_literals(expr.orelse)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        left = expr.left
+        if isinstance(left, cst.SimpleString):
+            value = _str_value(left)
+            if value is not None and _CUDA_PREFIX.match(value):
+                return [expr]
+        return cuda_literals(expr.left) if isinstance(expr.left, cst.BinaryOperation) else []
+    if isinstance(expr, cst.BooleanOperation):
+        return cuda_literals(expr.left) + cuda_literals(expr.right)
+    return []
+
+
+def _target_name(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return ""
+
+
+class DeviceAuditVisitor(PyVisitor):
+    family = NAME
+
+    def __init__(self, ctx: PyContext) -> None:
+        super().__init__(ctx)
+        self._skip: set[int] = set()
+        self._in_import = 0
+        self._amp_handled: set[int] = set()
+        self._unsafe_amp = "set_autocast_dtype" in ctx.text or "set_autocast_cache_enabled" in ctx.text
+
+    # -- bookkeeping ------------------------------------------------------------------------
+    def visit_Import(self, node: cst.Import) -> None:
+        self._in_import += 1
+
+    def leave_Import(self, original_node: cst.Import) -> None:
+        self._in_import -= 1
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self._in_import += 1
+
+    def leave_ImportFrom(self, original_node: cst.ImportFrom) -> None:
+        self._in_import -= 1
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self._skip.add(id(node.keyword))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._skip.add(id(node.name))
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._skip.add(id(node.name))
+
+    # -- torch.cuda references --------------------------------------------------------------
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._skip.add(id(node.attr))
+        if id(node) in self._skip or self._in_import:
+            self._skip.add(id(node.value))
+            return
+        qual = self.qualname(node)
+        if qual and (qual == "torch.cuda" or qual.startswith("torch.cuda.")):
+            inner: cst.BaseExpression = node.value
+            while isinstance(inner, cst.Attribute):
+                self._skip.add(id(inner))
+                self._skip.add(id(inner.attr))
+                inner = inner.value
+            self._skip.add(id(inner))
+            self._torch_cuda(node, qual)
+        elif qual == "torch.utils.cpp_extension.CUDA_HOME":
+            self._skip.add(id(node.value))
+            self._cuda_home(node)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if id(node) in self._skip or self._in_import:
+            return
+        qual = self.ctx.imports.resolve_name(node.value)
+        if qual is not None and (qual == "torch.cuda" or qual.startswith("torch.cuda.")):
+            self._torch_cuda(node, qual)
+        elif qual == "torch.utils.cpp_extension.CUDA_HOME":
+            self._cuda_home(node)
+
+    def _cuda_home(self, node: cst.CSTNode) -> None:
+        self.report(node, "PRT047", "torch.utils.cpp_extension.CUDA_HOME is None on ROCm; use ROCM_HOME "
+                    "when torch.version.hip is set", fix=Applicability.NONE)
+
+    def _torch_cuda(self, node: cst.CSTNode, qual: str) -> None:
+        if id(node) in self._amp_handled:
+            return
+        rest = qual[len("torch.cuda."):] if qual != "torch.cuda" else ""
+        head = rest.split(".")[0]
+        if qual in AMP_DEPRECATED or (head == "amp" and rest in {"amp.autocast_mode", "amp.grad_scaler"}):
+            new = AMP_DEPRECATED.get(qual, ("", ()))[0]
+            target = f"torch.amp.{new}" if new else "torch.amp"
+            self.report(node, "PRT049", f"{qual} is deprecated; use {target} with device \"cuda\" "
+                        "(not rewritten here: not a plain call)", fix=Applicability.NONE)
+            return
+        if not head:
+            self.report(node, "PRT042", "torch.cuda module reference: portable on ROCm (the HIP backend)",
+                        fix=Applicability.NONE)
+        elif head in OWNED_ELSEWHERE:
+            return
+        elif head in GRAPHS:
+            self.report(node, "PRT044", f"CUDA graph API {qual}: works on ROCm through HIP graphs; verify "
+                        "capture and outputs there", fix=Applicability.NONE)
+        elif head in ARCH:
+            self.report(node, "PRT046", f"{qual} returns sm_XX names on CUDA and gfx names on ROCm; do not "
+                        "parse it, branch on torch.version.hip or a capability", fix=Applicability.NONE)
+        elif head in TELEMETRY:
+            self.report(node, "PRT051", f"{qual} reads amdsmi on ROCm: different units/sensors "
+                        "(power_draw is W on ROCm, mW on NVIDIA)", fix=Applicability.NONE)
+        elif head in NVIDIA_ONLY:
+            self.report(node, "PRT052", f"{qual} has no ROCm implementation; fall back to ordinary I/O or "
+                        "streams", fix=Applicability.NONE)
+        elif head in VERIFY:
+            self.report(node, "PRT043", f"{qual} exists on ROCm but behaves differently (raw runtime or "
+                        "native handles); verify it there", fix=Applicability.NONE)
+        elif head in PORTABLE:
+            self.report(node, "PRT042", f"{qual}: portable on ROCm (torch.cuda is the HIP backend)",
+                        fix=Applicability.NONE)
+        else:
+            self.report(node, "PRT043", f"{qual} is not in porter's table of torch.cuda APIs; check it on "
+                        "ROCm", fix=Applicability.NONE)
+
+    # -- calls: .cuda(), device strings, amp rewrites, os.environ ----------------------------
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        qual = self.qualname(func)
+        if qual in AMP_DEPRECATED:
+            self._amp_call(node, qual)
+        elif isinstance(func, cst.Attribute) and func.attr.value == "cuda" and qual != "torch.cuda":
+            self.report(node, "PRT040", ".cuda(): portable on ROCm (the device type stays \"cuda\")",
+                        fix=Applicability.NONE)
+        # device strings
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value in DEVICE_KEYWORDS:
+                self._device_strings(arg.value)
+        positional = [a for a in node.args if a.keyword is None and a.star == ""]
+        if positional:
+            if qual in DEVICE_ARG0 or (
+                isinstance(func, cst.Attribute) and func.attr.value == "to"
+            ):
+                self._device_strings(positional[0].value)
+        # environment access
+        if qual in {"os.getenv", "os.putenv", "os.environ.get", "os.environ.pop", "os.environ.setdefault",
+                    "os.unsetenv"} and positional:
+            self._env_key(positional[0].value, "read or set")
+        if qual in {"os.environ.update", "dict"} or (
+            isinstance(func, cst.Attribute) and func.attr.value == "update" and qual is None
+        ):
+            for arg in node.args:
+                if arg.keyword is not None and arg.keyword.value in ENV_VARS:
+                    self._env_report(arg.keyword, arg.keyword.value, "set")
+
+    def _device_strings(self, expr: cst.BaseExpression) -> None:
+        for lit in cuda_literals(expr):
+            self.report(lit, "PRT041", "CUDA device string: portable on ROCm (the device type stays "
+                        "\"cuda\")", fix=Applicability.NONE)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if any("device" in _target_name(t.target).lower() for t in node.targets):
+            self._device_strings(node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None and "device" in _target_name(node.target).lower():
+            self._device_strings(node.value)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self._skip.add(id(node.name))
+        if node.default is not None and "device" in node.name.value.lower():
+            self._device_strings(node.default)
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if self.qualname(node.value) == "os.environ" and len(node.slice) == 1:
+            idx = node.slice[0].slice
+            if isinstance(idx, cst.Index):
+                self._env_key(idx.value, "read or set")
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        for target in node.comparisons:
+            if isinstance(target.operator, (cst.In, cst.NotIn)) and self.qualname(target.comparator) == "os.environ":
+                self._env_key(node.left, "tested")
+
+    def visit_DictElement(self, node: cst.DictElement) -> None:
+        self._env_key(node.key, "set")
+
+    def _env_key(self, expr: cst.BaseExpression, how: str) -> None:
+        value = _str_value(expr)
+        if value in ENV_VARS:
+            self._env_report(expr, value, how)
+
+    def _env_report(self, node: cst.CSTNode, var: str, how: str) -> None:
+        self.report(node, ENV_VARS[var], f"{var} {how} from Python: {_ENV_ADVICE[var]}",
+                    fix=Applicability.NONE, data={"variable": var})
+
+    # -- torch.cuda.amp rewrites ------------------------------------------------------------
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        dec = node.decorator
+        if isinstance(dec, (cst.Name, cst.Attribute)):
+            qual = self.qualname(dec)
+            if qual in AMP_DEPRECATED and AMP_DEPRECATED[qual][0] in {"custom_fwd", "custom_bwd"}:
+                new = AMP_DEPRECATED[qual][0]
+                self._mark(dec)
+                prefix, adds = self._amp_prefix()
+                self.report(dec, "PRT049", f"{qual} is deprecated; torch.amp.{new}(device_type=\"cuda\") is "
+                            "the same", replacement=f'{prefix}.{new}(device_type="cuda")',
+                            fix=Applicability.SAFE, fix_title=f"use torch.amp.{new}",
+                            add_imports=adds, remove_imports=(qual,))
+
+    def _mark(self, func: cst.BaseExpression) -> None:
+        self._amp_handled.add(id(func))
+        inner = func
+        while isinstance(inner, cst.Attribute):
+            self._skip.add(id(inner.value))
+            inner = inner.value
+        self._skip.add(id(inner))
+
+    def _amp_prefix(self) -> tuple[str, tuple[str, ...]]:
+        alias = self.ctx.imports.alias_for("torch.amp")
+        if alias:
+            return alias, ()
+        return "torch.amp", ("import torch",)
+
+    def _amp_call(self, node: cst.Call, qual: str) -> None:
+        new, params = AMP_DEPRECATED[qual]
+        self._mark(node.func)
+        target = f"torch.amp.{new}"
+        if any(a.star for a in node.args):
+            self.report(node, "PRT049", f"{qual} is deprecated; use {target} with device \"cuda\" (not "
+                        "rewritten: *args/**kwargs)", fix=Applicability.NONE)
+            return
+        parts: list[str] = []
+        positional = [a for a in node.args if a.keyword is None]
+        if len(positional) > len(params):
+            self.report(node, "PRT049", f"{qual}: too many positional arguments; not rewritten",
+                        fix=Applicability.NONE)
+            return
+        for name, arg in zip(params, positional, strict=False):
+            parts.append(f"{name}={self.code(arg.value)}")
+        parts += [f"{a.keyword.value}={self.code(a.value)}" for a in node.args if a.keyword is not None]
+        prefix, adds = self._amp_prefix()
+        if new in {"custom_fwd", "custom_bwd"}:
+            args = ", ".join(parts + ['device_type="cuda"'])
+        else:
+            args = ", ".join(['"cuda"'] + parts)
+        fix = Applicability.UNSAFE if self._unsafe_amp and new == "autocast" else Applicability.SAFE
+        self.report(node, "PRT049", f"{qual} is deprecated; {target}(\"cuda\", ...) is the same",
+                    replacement=f"{prefix}.{new}({args})", fix=fix, fix_title=f"use {target}",
+                    add_imports=adds, remove_imports=(qual,))
+
+
+FAMILY = Family(
+    name=NAME,
+    title="Device code inventory: .cuda(), device strings, torch.cuda classified",
+    order=15,
+    rules=RULES,
+    tokens=("cuda", "CUDA"),
+    python=DeviceAuditVisitor,
+    description="Rewrites the deprecated `torch.cuda.amp` entry points to `torch.amp` with device "
+    "`\"cuda\"`; everything else in this family is inventory (what runs unchanged on ROCm, what to "
+    "verify, what to change).",
+    verified="Fixture tests (tests/fixtures/device_audit) cover every rule, the amp rewrite with "
+    "positional arguments, and traps: comments, docstrings, log strings, CLI options, unrelated "
+    "`.cuda` attributes and project names.",
+    review="CUDA graphs and the torch.cuda APIs marked 'verify' need one run on a ROCm machine.",
+)
+
+__all__ = ["FAMILY", "RULES", "cuda_literals"]

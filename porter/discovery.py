@@ -147,7 +147,7 @@ def discover(root: Path, paths: list[Path], settings: Settings, *, force_exclude
         except OSError:
             is_link = False
         if is_link:
-            if language is not None or explicit:
+            if language is not None or explicit or os.path.isdir(full):
                 problem = _symlink_problem(full, rel, root_real)
                 if problem is not None:
                     result.problems.append(problem)

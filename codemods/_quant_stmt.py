@@ -1,0 +1,54 @@
+"""Statement context for calls: which calls are the whole right-hand side of an assignment, and
+which are items of a ``with`` statement. Both families need it to add statements after a module
+swap (explicit initialisation) or to drop a context manager.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+
+@dataclass(frozen=True)
+class AssignSite:
+    statement: cst.SimpleStatementLine  # the line holding exactly one assignment
+    target: cst.BaseExpression  # a Name or Attribute chain
+
+
+@dataclass(frozen=True)
+class WithSite:
+    statement: cst.With
+    item: cst.WithItem
+
+
+def _simple_target(node: cst.BaseExpression) -> bool:
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return isinstance(node, cst.Name)
+
+
+class StatementTracker:
+    """Mixin for a PyVisitor: call ``track_statement``/``track_with`` from the visit methods."""
+
+    def __init__(self) -> None:
+        self.assign_sites: dict[int, AssignSite] = {}
+        self.with_sites: dict[int, WithSite] = {}
+
+    def track_statement(self, node: cst.SimpleStatementLine) -> None:
+        if len(node.body) != 1:
+            return
+        small = node.body[0]
+        target: cst.BaseExpression | None = None
+        value: cst.BaseExpression | None = None
+        if isinstance(small, cst.Assign) and len(small.targets) == 1:
+            target, value = small.targets[0].target, small.value
+        elif isinstance(small, cst.AnnAssign) and small.value is not None:
+            target, value = small.target, small.value
+        if target is not None and isinstance(value, cst.Call) and _simple_target(target):
+            self.assign_sites[id(value)] = AssignSite(node, target)
+
+    def track_with(self, node: cst.With) -> None:
+        for item in node.items:
+            if isinstance(item.item, cst.Call):
+                self.with_sites[id(item.item)] = WithSite(node, item)

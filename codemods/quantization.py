@@ -1,0 +1,698 @@
+"""bitsandbytes and its Hugging Face switches (PRT400-PRT499).
+
+Quantization is never exact across libraries (spec §9 trap 21). What porter does:
+
+- 32-bit bnb Adam/AdamW (any paging) → ``torch.optim.Adam``/``AdamW`` with bnb's *decoupled* decay
+  kept (trap 5) and every hyperparameter written out: SAFE when nothing in the file hints at
+  fp16/bf16 parameters (bnb keeps fp32 state for them; torch keeps state in the param dtype).
+- 8-bit bnb Adam/AdamW → ``torchao.optim.AdamW8bit`` (UNSAFE: a different 8-bit implementation).
+- ``Linear8bitLt`` training fp16 weights → ``torch.nn.Linear`` (UNSAFE: full-precision matmul).
+- ``bnb.nn.Embedding`` → ``torch.nn.Embedding`` plus bnb's xavier init (UNSAFE: see PRT413).
+- transformers v5 removed ``from_pretrained(load_in_8bit=/load_in_4bit=)`` (trap 22): rewritten to
+  ``quantization_config=BitsAndBytesConfig(...)`` (SAFE, stays on bnb).
+- ``BitsAndBytesConfig(load_in_8bit=True)`` → ``TorchAoConfig(quant_type=Int8WeightOnlyConfig())``
+  (UNSAFE); 4-bit configs are flagged with the quant type they really use (default fp4, trap 21).
+- everything else is flagged with the blocking argument.
+
+``[tool.porter.quantization] strategy = "bitsandbytes-rocm"`` keeps the Python code on
+bitsandbytes (ROCm-capable from 0.50) and turns the torchao rewrites into pin advice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from porter.findings import Applicability, Category, Edit
+from porter.framework import Family, PyContext, PyVisitor, rule
+
+from ._quant_common import (
+    UNKNOWN,
+    Bound,
+    bind,
+    comments_of,
+    is_literal,
+    line_indent,
+    literal,
+    low_precision_hint,
+    reference,
+    render_call,
+    src,
+)
+from ._quant_stmt import StatementTracker
+
+NAME = "quantization"
+STRATEGIES = ("torchao", "bitsandbytes-rocm")
+BNB_PIN = "bitsandbytes>=0.50"
+ROCM_NOTE = (f"keep bitsandbytes and pin `{BNB_PIN}` (its ROCm/HIP build supports LLM.int8, 8-bit "
+             "optimizers and 4-bit QLoRA on AMD CDNA/RDNA from 0.50.0)")
+
+# -- bitsandbytes optimizers -------------------------------------------------------------------
+ADAM_32 = {"Adam", "AdamW", "Adam32bit", "AdamW32bit", "PagedAdam", "PagedAdamW", "PagedAdam32bit",
+           "PagedAdamW32bit"}
+ADAM_8 = {"Adam8bit", "AdamW8bit", "PagedAdam8bit", "PagedAdamW8bit"}
+WITH_OPTIM_BITS = {"Adam", "AdamW", "PagedAdam", "PagedAdamW"}  # slot 6 is optim_bits in every version
+NO_EQUIVALENT = {
+    "Lion": "torch 2.13 has no Lion optimizer",
+    "LAMB": "torch 2.13 has no LAMB optimizer",
+    "LARS": "torch 2.13 has no LARS optimizer",
+    "AdEMAMix": "torch 2.13 has no AdEMAMix optimizer",
+    "SGD": "bnb SGD's momentum/state mapping to torch.optim.SGD is not verified",
+    "RMSprop": "bnb RMSprop's hyperparameter mapping to torch.optim.RMSprop is not verified",
+    "Adagrad": "bnb Adagrad's hyperparameter mapping to torch.optim.Adagrad is not verified",
+    "Momentum": "bnb Momentum has no verified torch mapping",
+}
+ADAM_PARAMS = ("params", "lr", "betas", "eps", "weight_decay", "amsgrad")
+ADAM_KEYWORDS = ("optim_bits", "args", "min_8bit_size", "percentile_clipping", "block_wise", "is_paged")
+ADAM_DEFAULTS = {"lr": "1e-3", "betas": "(0.9, 0.999)", "eps": "1e-8"}
+
+# -- bitsandbytes.nn ---------------------------------------------------------------------------
+LINEAR8_PARAMS = ("input_features", "output_features", "bias", "has_fp16_weights", "threshold", "index",
+                  "device")
+LINEAR4_PARAMS = ("input_features", "output_features", "bias", "compute_dtype", "compress_statistics",
+                  "quant_type", "quant_storage", "device")
+EMBED_PARAMS = ("num_embeddings", "embedding_dim", "padding_idx", "max_norm", "norm_type",
+                "scale_grad_by_freq", "sparse", "_weight", "device")
+BNB_STATE_CLASSES = {"Params4bit", "Int8Params", "Embedding8bit", "Embedding4bit", "EmbeddingFP4",
+                     "EmbeddingNF4", "OutlierAwareLinear", "SwitchBackLinearBnb"}
+
+# -- transformers ------------------------------------------------------------------------------
+BNB_CONFIG_PARAMS = ("load_in_8bit", "load_in_4bit", "llm_int8_threshold", "llm_int8_skip_modules",
+                     "llm_int8_enable_fp32_cpu_offload", "llm_int8_has_fp16_weight",
+                     "bnb_4bit_compute_dtype", "bnb_4bit_quant_type", "bnb_4bit_use_double_quant",
+                     "bnb_4bit_quant_storage")
+MOVABLE = BNB_CONFIG_PARAMS[2:]  # from_pretrained kwargs that transformers 4.x folded into the config
+TORCHAO_STRING_TYPES = {
+    "int8_weight_only": "Int8WeightOnlyConfig()",
+    "int4_weight_only": "Int4WeightOnlyConfig()",
+    "int8_dynamic_activation_int8_weight": "Int8DynamicActivationInt8WeightConfig()",
+    "float8_weight_only": "Float8WeightOnlyConfig()",
+    "float8_dynamic_activation_float8_weight": "Float8DynamicActivationFloat8WeightConfig()",
+}
+REMOVED_FACTORIES = {  # torchao snake_case factories removed before 0.18 (trap 30)
+    "int8_weight_only": "Int8WeightOnlyConfig",
+    "int4_weight_only": "Int4WeightOnlyConfig",
+    "int8_dynamic_activation_int8_weight": "Int8DynamicActivationInt8WeightConfig",
+    "float8_weight_only": "Float8WeightOnlyConfig",
+    "float8_dynamic_activation_float8_weight": "Float8DynamicActivationFloat8WeightConfig",
+}
+LOW_BIT_OPTIM = {"Adam8bit", "Adam4bit", "AdamFp8", "AdamW8bit", "AdamW4bit", "AdamWFp8",
+                 "CPUOffloadOptimizer"}
+
+_OPT_DOC = (
+    "bitsandbytes' Adam kernels apply **decoupled** weight decay (`p *= 1 - lr*wd`) for every Adam "
+    "class, so `bnb.optim.Adam(weight_decay>0)` is AdamW, not torch Adam (spec §9 trap 5)."
+)
+
+RULES = (
+    rule("PRT400", "bnb-adam-32bit", NAME,
+         "A bitsandbytes Adam/AdamW optimizer with 32-bit state; torch.optim has the same algorithm.",
+         Category.REPLACE, fix=Applicability.SAFE, effort_hours=0.25,
+         explanation=_OPT_DOC + "\n\nThe 32-bit classes (`Adam`, `AdamW`, `Adam32bit`, `AdamW32bit`, "
+         "`PagedAdam*`) compute `m/(sqrt(v)+eps·√bc2)·lr·√bc2/bc1`, which is torch's Adam update. porter "
+         "rewrites them to `torch.optim.AdamW` (or `torch.optim.Adam` when weight decay is 0) with lr, "
+         "betas, eps and weight_decay written out. Paging only moves memory and is dropped. bnb keeps "
+         "fp32 state even for fp16/bf16 parameters while torch keeps state in the parameter dtype, so "
+         "the fix is safe only when the file shows no sign of half-precision parameters; otherwise it "
+         "is unsafe. `amsgrad=True`, `percentile_clipping != 100`, `args=` and unknown arguments block "
+         "the rewrite. With `strategy = \"bitsandbytes-rocm\"` the code is kept.",
+         example="```python\nopt = bnb.optim.Adam(model.parameters(), lr=1e-4, weight_decay=0.1)\n# becomes\n"
+         "opt = torch.optim.AdamW(params=model.parameters(), lr=1e-4, betas=(0.9, 0.999), eps=1e-8, "
+         "weight_decay=0.1)\n```"),
+    rule("PRT401", "bnb-adam-8bit", NAME,
+         "A bitsandbytes 8-bit Adam/AdamW optimizer; torchao.optim.AdamW8bit is an approximation.",
+         Category.REPLACE, fix=Applicability.UNSAFE, effort_hours=0.5,
+         explanation=_OPT_DOC + " porter therefore maps every 8-bit bnb Adam to "
+         "`torchao.optim.AdamW8bit` with the weight decay written out, never to torchao's coupled "
+         "`Adam8bit`.\n\nBoth keep the moments in 8-bit blockwise (256) dynamic-map codes and keep "
+         "tensors under 4096 elements in fp32; torchao also keeps tensors whose size is not a multiple of "
+         "256 in fp32, quantizes with its own rounding and steps through `torch.compile`. Updates differ "
+         "by the 8-bit state quantization error, optimizer state_dicts are not interchangeable, and "
+         "paging is lost. Unsafe fix."),
+    rule("PRT402", "bnb-optimizer-no-equivalent", NAME,
+         "A bitsandbytes optimizer with no verified torch/torchao equivalent (Lion, LAMB, LARS, ...).",
+         Category.REPLACE, effort_hours=2.0,
+         explanation="Keep bitsandbytes (ROCm-capable from 0.50) or port by hand."),
+    rule("PRT403", "bnb-optimizer-blocked", NAME,
+         "A bitsandbytes Adam optimizer whose arguments block an automatic rewrite.",
+         Category.REPLACE, effort_hours=1.0,
+         explanation="The message names the blocking argument: `amsgrad=True` (bnb rejects it in "
+         "recent versions), `percentile_clipping`, `args=`, `block_wise=False`, a non-default "
+         "`min_8bit_size` for 8-bit state, positional arguments past `amsgrad` (their order changed "
+         "between bnb versions), `*args`/`**kwargs`, or a non-literal `optim_bits`."),
+    rule("PRT410", "bnb-linear-8bit", NAME,
+         "`bnb.nn.Linear8bitLt` (LLM.int8): int8 matmul with optional fp16 outliers.",
+         Category.REPLACE, fix=Applicability.UNSAFE, effort_hours=1.0,
+         explanation="With `has_fp16_weights=True` (the default) the layer trains fp16 weights and "
+         "quantizes weights and activations to int8 in every forward; `torch.nn.Linear` computes the "
+         "same product in full precision (unsafe fix: outputs differ by the int8 rounding, and memory "
+         "use is unchanged). With `has_fp16_weights=False` (int8 inference weights) porter flags it: "
+         "build `torch.nn.Linear` and run `torchao.quantization.quantize_(model, Int8WeightOnlyConfig())` "
+         "after loading weights (per-row int8 weights, no outlier decomposition), or keep bitsandbytes."),
+    rule("PRT411", "bnb-linear-4bit", NAME,
+         "`bnb.nn.Linear4bit`/`LinearNF4`/`LinearFP4`: 4-bit weights with no exact torchao equivalent.",
+         Category.REPLACE, effort_hours=2.0,
+         explanation="The default `quant_type` of `Linear4bit` is **fp4**, not nf4 (trap 21). fp4 has no "
+         "torchao format; nf4 exists as torchao `to_nf4(weight, block_size=64, scaler_block_size=256)` "
+         "(an independent implementation, approximate) but not as a drop-in module. "
+         "`Int4WeightOnlyConfig` is a different integer quantizer (group 128) and has no CPU kernel. "
+         "Keep bitsandbytes>=0.50 on ROCm or port by hand."),
+    rule("PRT412", "bnb-quantized-state", NAME,
+         "bitsandbytes-specific quantized parameters or embeddings (Params4bit, Int8Params, Embedding4bit...).",
+         Category.REPLACE, effort_hours=2.0,
+         explanation="These hold bnb's serialized quantization state; there is no portable equivalent."),
+    rule("PRT413", "bnb-embedding", NAME,
+         "`bnb.nn.Embedding` → `torch.nn.Embedding` with bnb's xavier-uniform initialisation.",
+         Category.REPLACE, fix=Applicability.UNSAFE, effort_hours=0.25,
+         explanation="The forward is `torch.nn.Embedding`'s. bnb initialises the weight with "
+         "`xavier_uniform_` (then zeroes `padding_idx`) instead of N(0, 1) (trap 25), so porter writes "
+         "that initialisation out after the assignment. The fix is unsafe because bnb.nn.Embedding "
+         "also forces 32-bit optimizer state for its weight in bnb 8-bit optimizers, which a remaining "
+         "8-bit optimizer would no longer honour, and because the initial values come from a different "
+         "position in the RNG stream (same distribution)."),
+    rule("PRT414", "bnb-stable-embedding", NAME,
+         "`bnb.nn.StableEmbedding`: embedding + LayerNorm with parameter names `weight`, `norm.*`.",
+         Category.REPLACE, effort_hours=1.0,
+         explanation="Needs a small module that keeps `weight`, `norm.weight` and `norm.bias`, xavier "
+         "init and the LayerNorm computed in the default dtype; porter does not emit it."),
+    rule("PRT420", "hf-load-in-kbit", NAME,
+         "`from_pretrained(load_in_8bit=True / load_in_4bit=True)`: removed in transformers v5.",
+         Category.SHIM, fix=Applicability.SAFE, effort_hours=0.25,
+         explanation="transformers v5 dropped the kwargs (PR #41287, trap 22). porter moves them, and the "
+         "bnb options passed beside them, into `quantization_config=BitsAndBytesConfig(...)`: the same "
+         "quantization, still on bitsandbytes (exact). `=False` is never reported. Non-literal values, "
+         "calls other than `from_pretrained`, an existing `quantization_config` or `**kwargs` are "
+         "reported without a fix.",
+         example="```python\nAutoModel.from_pretrained(name, load_in_8bit=True)\n# becomes\n"
+         "AutoModel.from_pretrained(name, quantization_config=BitsAndBytesConfig(load_in_8bit=True))\n```"),
+    rule("PRT421", "hf-bitsandbytes-config", NAME,
+         "transformers `BitsAndBytesConfig`: 8-bit maps to TorchAoConfig(Int8WeightOnlyConfig()) (approx).",
+         Category.REPLACE, fix=Applicability.UNSAFE, effort_hours=1.0,
+         explanation="`load_in_8bit=True` → `TorchAoConfig(quant_type=Int8WeightOnlyConfig(), "
+         "modules_to_not_convert=<llm_int8_skip_modules>)`: per-row int8 weights instead of LLM.int8 "
+         "(int8 weights and activations, outliers above `llm_int8_threshold`=6.0 in fp16). Unsafe fix. "
+         "4-bit configs are flagged: the default `bnb_4bit_quant_type` is fp4 (no torchao format) and nf4 "
+         "has no stable TorchAoConfig path; `bnb_4bit_compute_dtype=None` means fp32 compute. "
+         "CPU offload and trainable fp16 weights block the rewrite."),
+    rule("PRT422", "torchao-string-quant-type", NAME,
+         "`TorchAoConfig(\"int8_weight_only\")`: transformers 5 accepts only config instances.",
+         Category.SHIM, effort_hours=0.25,
+         explanation="Pass an `AOBaseConfig` instance, e.g. `TorchAoConfig(quant_type=Int8WeightOnlyConfig())`."),
+    rule("PRT423", "torchao-removed-api", NAME,
+         "A torchao API removed before 0.18 (`prototype.low_bit_optim`, snake_case quant factories).",
+         Category.SHIM, fix=Applicability.SAFE, effort_hours=0.25,
+         explanation="`torchao.prototype.low_bit_optim.X` moved to `torchao.optim.X` (same class): safe "
+         "fix. The snake_case factories (`int8_weight_only()`...) became config classes "
+         "(`Int8WeightOnlyConfig`...) whose defaults changed (`version=2` tensors), so porter only flags them."),
+)
+
+
+def _strategy(ctx: PyContext) -> str:
+    value = ctx.settings.option(NAME, "strategy", "torchao")
+    return value if value in STRATEGIES else "torchao"
+
+
+def _bnb_name(qual: str | None, package: str) -> str | None:
+    """``Adam8bit`` for ``bitsandbytes.optim.Adam8bit`` / ``bitsandbytes.optim.adam.Adam8bit``."""
+    if not qual or not qual.startswith(package + "."):
+        return None
+    return qual.rsplit(".", 1)[-1]
+
+
+class QuantizationVisitor(PyVisitor, StatementTracker):
+    family = NAME
+
+    def __init__(self, ctx: PyContext) -> None:
+        PyVisitor.__init__(self, ctx)
+        StatementTracker.__init__(self)
+        self.strategy = _strategy(ctx)
+        self.pin = ctx.facts.pin("bitsandbytes")
+
+    # -- statement context ------------------------------------------------------------------
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.track_statement(node)
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _rocm(self) -> str:
+        pinned = f" (the repo pins bitsandbytes{self.pin})" if self.pin else ""
+        return ROCM_NOTE + pinned
+
+    def _multiline(self, node: cst.CSTNode) -> tuple[bool, str]:
+        start, end = self.span(node)
+        line, _ = self.ctx.position(start)
+        return "\n" in self.ctx.text[start:end], line_indent(self.ctx, line)
+
+    def _flag(self, node: cst.CSTNode, code: str, message: str, **kw: object) -> None:
+        self.report(node, code, message, fix=Applicability.NONE, **kw)
+
+    # -- dispatch ---------------------------------------------------------------------------
+    def visit_Call(self, node: cst.Call) -> None:
+        qual = self.qualname(node.func)
+        name = _bnb_name(qual, "bitsandbytes.optim")
+        if name is not None:
+            self._optimizer(node, name)
+            return
+        name = _bnb_name(qual, "bitsandbytes.nn")
+        if name is not None:
+            self._module(node, name)
+            return
+        if qual in ("transformers.BitsAndBytesConfig",
+                    "transformers.utils.quantization_config.BitsAndBytesConfig"):
+            self._bnb_config(node)
+            return
+        if qual in ("transformers.TorchAoConfig", "transformers.utils.quantization_config.TorchAoConfig"):
+            self._torchao_config(node)
+            return
+        if qual and qual.startswith("torchao.quantization.") and qual.rsplit(".", 1)[-1] in REMOVED_FACTORIES:
+            old = qual.rsplit(".", 1)[-1]
+            self._flag(node, "PRT423", f"torchao `{old}()` was removed (trap 30); use "
+                       f"`{REMOVED_FACTORIES[old]}(...)` from torchao.quantization — its defaults differ "
+                       "(version=2 tensor layout), so check the arguments by hand")
+            return
+        self._load_in_kbit(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        qual = self.qualname(node)
+        prefix = "torchao.prototype.low_bit_optim."
+        if qual and qual.startswith(prefix) and qual[len(prefix):] in LOW_BIT_OPTIM:
+            target, imports = reference(self.ctx, "torchao.optim." + qual[len(prefix):])
+            self.report(node, "PRT423", f"`torchao.prototype.low_bit_optim` is gone in torchao 0.18; "
+                        f"`{qual[len(prefix):]}` lives in torchao.optim (same class)", replacement=target,
+                        fix=Applicability.SAFE, add_imports=imports,
+                        remove_imports=("torchao.prototype.low_bit_optim",),
+                        fix_title="use torchao.optim")
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.module is None or node.relative:
+            return
+        from porter.pyimports import dotted
+
+        module = dotted(node.module) or ""
+        if module == "torchao.prototype.low_bit_optim" and not isinstance(node.names, cst.ImportStar):
+            names = [dotted(a.name) or "" for a in node.names]
+            if all(n in LOW_BIT_OPTIM for n in names):
+                self.report(node.module, "PRT423", "`torchao.prototype.low_bit_optim` is gone in torchao "
+                            "0.18; import from torchao.optim (same classes)", replacement="torchao.optim",
+                            fix=Applicability.SAFE, fix_title="import from torchao.optim")
+            else:
+                self._flag(node.module, "PRT423", "`torchao.prototype.low_bit_optim` is gone in torchao 0.18; "
+                           "some imported names have no torchao.optim counterpart")
+
+    # -- optimizers -------------------------------------------------------------------------
+    def _optimizer(self, node: cst.Call, name: str) -> None:
+        if name in ADAM_32 or name in ADAM_8:
+            self._adam(node, name)
+            return
+        base = name.replace("Paged", "").replace("8bit", "").replace("32bit", "")
+        reason = NO_EQUIVALENT.get(base)
+        if reason is None:
+            if name in ("GlobalOptimManager",) or not name[:1].isupper():
+                return
+            reason = "no verified torch/torchao equivalent"
+        self._flag(node, "PRT402", f"bitsandbytes optimizer {name}: {reason}; {self._rocm()}")
+
+    def _adam(self, node: cst.Call, name: str) -> None:
+        positional = 7 if name in WITH_OPTIM_BITS else 6
+        params = ADAM_PARAMS + (("optim_bits",) if name in WITH_OPTIM_BITS else ())
+        keywords = tuple(k for k in ADAM_KEYWORDS if k not in params)
+        b = bind(node, params, positional, keywords)
+        decoupled = "AdamW" in name
+        default_wd = "1e-2" if decoupled else "0"
+        # how many bits?
+        bits: int | None = 8 if name in ADAM_8 else 32
+        if name in WITH_OPTIM_BITS and b.has("optim_bits"):
+            value = literal(b.value("optim_bits"))
+            bits = value if value in (8, 32) else None
+        blockers = self._adam_blockers(b, bits)
+        if blockers:
+            self._flag(node, "PRT403", f"bitsandbytes {name}: not rewritten because {blockers}; "
+                       f"{self._rocm()}")
+            return
+        code = "PRT400" if bits == 32 else "PRT401"
+        if self.strategy == "bitsandbytes-rocm":
+            self._flag(node, code, f"bitsandbytes {name} ({bits}-bit state): strategy bitsandbytes-rocm; "
+                       f"{self._rocm()}")
+            return
+        wd_node = b.value("weight_decay")
+        wd_text = src(self.ctx, wd_node) if wd_node is not None else default_wd
+        wd_zero = wd_node is None and not decoupled or is_literal(wd_node, 0, 0.0)
+        kwargs = [("params", src(self.ctx, b.value("params")))]
+        for key in ("lr", "betas", "eps"):
+            value = b.value(key)
+            kwargs.append((key, src(self.ctx, value) if value is not None else ADAM_DEFAULTS[key]))
+        kwargs.append(("weight_decay", wd_text))
+        paged = " Paging (is_paged / Paged*) only placed state in unified memory; it is dropped." if (
+            "Paged" in name or not is_literal(b.value("is_paged"), False) and b.has("is_paged")) else ""
+        multiline, indent = self._multiline(node)
+        if bits == 32:
+            target = "torch.optim.Adam" if wd_zero and not decoupled else "torch.optim.AdamW"
+            func, imports = reference(self.ctx, target)
+            hint = low_precision_hint(self.ctx.text)
+            decay = ("bnb applies decoupled weight decay for every Adam class, so this is AdamW"
+                     if not decoupled and not wd_zero else "same update rule and decay")
+            if hint is None:
+                fix = Applicability.SAFE
+                caveat = ("exact for fp32 parameters (bnb keeps fp32 state even for fp16/bf16 parameters, "
+                          "torch keeps state in the parameter dtype)")
+            else:
+                fix = Applicability.UNSAFE
+                caveat = (f"unsafe because the file mentions `{hint}`: for fp16/bf16 parameters bnb keeps "
+                          "fp32 moments and updates in fp32, torch keeps moments in the parameter dtype, "
+                          "so trajectories drift by the half-precision rounding of the moments")
+            message = (f"bitsandbytes {name} (32-bit state) → {target}: {decay}; lr, betas, eps and "
+                       f"weight_decay written out; {caveat}.{paged}")
+        else:
+            func, imports = reference(self.ctx, "torchao.optim.AdamW8bit")
+            kwargs.append(("block_size", "256"))
+            fix = Applicability.UNSAFE
+            trap = (" bnb's Adam8bit applies decoupled decay, so it maps to AdamW8bit, never to torchao's "
+                    "coupled Adam8bit." if not decoupled else "")
+            message = (f"bitsandbytes {name} → torchao.optim.AdamW8bit (approximation): both keep 8-bit "
+                       "blockwise-256 moments and fp32 state for tensors under 4096 elements, but torchao "
+                       "quantizes with its own rounding (and keeps tensors whose size is not a multiple of "
+                       "256 in fp32), so updates differ by the 8-bit state quantization error; optimizer "
+                       "state_dicts are not interchangeable; the step runs through torch.compile."
+                       f"{trap}{paged}")
+        replacement = render_call(func, kwargs, multiline=multiline, indent=indent, comments=comments_of(b))
+        self.report(node, code, message, replacement=replacement, fix=fix, add_imports=imports,
+                    remove_imports=("bitsandbytes",), fix_title=f"use {func}")
+
+    def _adam_blockers(self, b: Bound, bits: int | None) -> str:
+        out: list[str] = []
+        if b.star:
+            out.append("*args/**kwargs hide arguments")
+        if b.extra_positional:
+            out.append("positional arguments past `amsgrad` (their order differs between bnb versions)")
+        if b.unknown:
+            out.append("unknown argument(s) " + ", ".join(f"`{k}`" for k in b.unknown))
+        if not b.has("params"):
+            out.append("no `params` argument")
+        if bits is None:
+            out.append("`optim_bits` is not a literal 8 or 32")
+        if b.has("amsgrad") and not is_literal(b.value("amsgrad"), False):
+            out.append("`amsgrad` is not False (bnb ignores or rejects it: no AMSGrad kernel)")
+        if b.has("percentile_clipping") and not is_literal(b.value("percentile_clipping"), 100):
+            out.append("`percentile_clipping` != 100 (torch has no percentile gradient clipping)")
+        if b.has("args") and not is_literal(b.value("args"), None):
+            out.append("`args=` overrides the hyperparameters")
+        if bits == 8:
+            if b.has("block_wise") and not is_literal(b.value("block_wise"), True):
+                out.append("`block_wise` is not True (torchao quantizes blockwise)")
+            if b.has("min_8bit_size") and not is_literal(b.value("min_8bit_size"), 4096):
+                out.append("`min_8bit_size` != 4096 (torchao's threshold is fixed at 4096)")
+        return "; ".join(out)
+
+    # -- bitsandbytes.nn --------------------------------------------------------------------
+    def _module(self, node: cst.Call, name: str) -> None:
+        if name == "Linear8bitLt":
+            self._linear8(node)
+        elif name in ("Linear4bit", "LinearNF4", "LinearFP4"):
+            self._linear4(node, name)
+        elif name == "Embedding":
+            self._embedding(node)
+        elif name == "StableEmbedding":
+            self._flag(node, "PRT414", "bnb.nn.StableEmbedding needs a module keeping `weight`, "
+                       "`norm.weight`, `norm.bias`, xavier init and a LayerNorm in the default dtype; "
+                       f"porter does not emit it: port by hand or {self._rocm()}")
+        elif name in BNB_STATE_CLASSES:
+            self._flag(node, "PRT412", f"bnb.nn.{name} holds bitsandbytes' own quantization state; no "
+                       f"portable equivalent: {self._rocm()}")
+
+    def _linear8(self, node: cst.Call) -> None:
+        b = bind(node, LINEAR8_PARAMS)
+        problems = []
+        if b.star or b.extra_positional or b.unknown:
+            problems.append("unknown or hidden arguments")
+        if not (b.has("input_features") and b.has("output_features")):
+            problems.append("feature sizes not given")
+        fp16 = b.value("has_fp16_weights")
+        threshold = literal(b.value("threshold")) if b.has("threshold") else 0.0
+        if fp16 is not None and not is_literal(fp16, True):
+            why = ("has_fp16_weights=False stores int8 inference weights" if is_literal(fp16, False)
+                   else "has_fp16_weights is not a literal")
+            problems.append(why + "; build torch.nn.Linear and call torchao.quantization.quantize_(model, "
+                            "Int8WeightOnlyConfig()) after loading weights (per-row int8 weights, no outlier "
+                            "decomposition)")
+        if problems or self.strategy == "bitsandbytes-rocm":
+            reason = "; ".join(problems) if problems else "strategy bitsandbytes-rocm"
+            self._flag(node, "PRT410", f"bnb.nn.Linear8bitLt (LLM.int8): {reason}; or {self._rocm()}")
+            return
+        func, imports = reference(self.ctx, "torch.nn.Linear")
+        kwargs = [("in_features", src(self.ctx, b.value("input_features"))),
+                  ("out_features", src(self.ctx, b.value("output_features"))),
+                  ("bias", src(self.ctx, b.value("bias")) if b.has("bias") else "True")]
+        if b.has("device"):
+            kwargs.append(("device", src(self.ctx, b.value("device"))))
+        outliers = ("" if threshold in (0, 0.0) else
+                    f" (threshold={src(self.ctx, b.value('threshold'))}: outlier activation columns in fp16)")
+        multiline, indent = self._multiline(node)
+        self.report(node, "PRT410",
+                    "bnb.nn.Linear8bitLt with trainable fp16 weights → torch.nn.Linear (approximation): bnb "
+                    f"quantizes activations and weights to int8 in every forward{outliers}; torch.nn.Linear "
+                    "computes the product in full precision, so outputs differ by the int8 rounding (about "
+                    "1% relative); parameter names weight/bias are unchanged and memory use is the same",
+                    replacement=render_call(func, kwargs, multiline=multiline, indent=indent,
+                                            comments=comments_of(b, {"input_features": "in_features",
+                                                                     "output_features": "out_features"})),
+                    fix=Applicability.UNSAFE, add_imports=imports, remove_imports=("bitsandbytes",),
+                    fix_title="use torch.nn.Linear")
+
+    def _linear4(self, node: cst.Call, name: str) -> None:
+        b = bind(node, LINEAR4_PARAMS if name == "Linear4bit" else LINEAR4_PARAMS[:5])
+        if name == "LinearNF4":
+            qtype = "nf4"
+        elif name == "LinearFP4":
+            qtype = "fp4"
+        elif b.has("quant_type"):
+            value = literal(b.value("quant_type"))
+            qtype = value if value in ("fp4", "nf4") else None
+        else:
+            qtype = "fp4"  # bnb's default (trap 21), not nf4
+        compute = ("fp32 compute (compute_dtype=None)" if not b.has("compute_dtype")
+                   or is_literal(b.value("compute_dtype"), None) else
+                   f"compute dtype {src(self.ctx, b.value('compute_dtype'))}")
+        default = " (the default quant_type)" if name == "Linear4bit" and not b.has("quant_type") else ""
+        if qtype == "fp4":
+            why = f"quant_type fp4{default} has no torchao equivalent format"
+        elif qtype == "nf4":
+            why = ("nf4 exists in torchao only as `to_nf4(weight, block_size=64, scaler_block_size=256)` "
+                   "(an independent implementation, approximate), not as a drop-in module")
+        else:
+            why = "quant_type is not a literal, so the 4-bit format is unknown"
+        self._flag(node, "PRT411", f"bnb.nn.{name}: {why}; {compute}; Int4WeightOnlyConfig is a different "
+                   f"integer quantizer (group 128, no CPU kernel); {self._rocm()}",
+                   data={"quant_type": qtype or ""})
+
+    def _embedding(self, node: cst.Call) -> None:
+        b = bind(node, EMBED_PARAMS)
+        problems = []
+        if b.star or b.extra_positional or b.unknown:
+            problems.append("unknown or hidden arguments")
+        if not (b.has("num_embeddings") and b.has("embedding_dim")):
+            problems.append("sizes not given")
+        has_weight = b.has("_weight") and not is_literal(b.value("_weight"), None)
+        site = self.assign_sites.get(id(node))
+        if not has_weight and site is None:
+            problems.append("the xavier initialisation needs the call to be the whole right-hand side of "
+                            "an assignment")
+        pad = b.value("padding_idx")
+        if pad is not None and not is_literal(pad, None) and not isinstance(pad, (cst.Name, cst.Attribute,
+                                                                                     cst.Integer,
+                                                                                     cst.UnaryOperation)):
+            problems.append("padding_idx is not a name or literal (it would be evaluated twice)")
+        if problems or self.strategy == "bitsandbytes-rocm":
+            reason = "; ".join(problems) if problems else "strategy bitsandbytes-rocm"
+            self._flag(node, "PRT413", f"bnb.nn.Embedding: {reason}; or {self._rocm()}")
+            return
+        func, imports = reference(self.ctx, "torch.nn.Embedding")
+        kwargs = [(k, src(self.ctx, b.value(k))) for k in EMBED_PARAMS if b.has(k)]
+        multiline, indent = self._multiline(node)
+        edits: list[Edit] = []
+        if not has_weight and site is not None:
+            init, more = reference(self.ctx, "torch.nn.init.xavier_uniform_")
+            imports = tuple(dict.fromkeys(imports + more))
+            target = src(self.ctx, site.target)
+            lines = [f"{init}({target}.weight)"]
+            if pad is not None and not is_literal(pad, None):
+                no_grad, more = reference(self.ctx, "torch.no_grad")
+                imports = tuple(dict.fromkeys(imports + more))
+                lines += [f"with {no_grad}():", f"    {target}.weight[{src(self.ctx, pad)}].fill_(0)"]
+            edits.append(self._insert_after(site.statement, lines))
+        message = ("bnb.nn.Embedding → torch.nn.Embedding: same forward; bnb's xavier_uniform_ init (and zeroed "
+                   "padding row) written out; unsafe because bnb also forces 32-bit optimizer state for this "
+                   "weight in bnb 8-bit optimizers and the init draws from a different point of the RNG stream")
+        if has_weight:
+            message = ("bnb.nn.Embedding with an explicit _weight → torch.nn.Embedding: same forward and weight; "
+                       "unsafe because bnb also forces 32-bit optimizer state for this weight in bnb 8-bit "
+                       "optimizers")
+        self.report(node, "PRT413", message,
+                    replacement=render_call(func, kwargs, multiline=multiline, indent=indent,
+                                            comments=comments_of(b)),
+                    fix=Applicability.UNSAFE, add_imports=imports, remove_imports=("bitsandbytes",),
+                    edits=tuple(edits), fix_title="use torch.nn.Embedding")
+
+    def _insert_after(self, statement: cst.SimpleStatementLine, lines: Sequence[str]) -> Edit:
+        start, end = self.span(statement)
+        line, _ = self.ctx.position(start)
+        end_line, _ = self.ctx.position(end)
+        indent = line_indent(self.ctx, line)
+        text = "".join(f"{indent}{ln}\n" for ln in lines)
+        starts = self.ctx.line_starts
+        if end_line < len(starts):
+            return Edit(starts[end_line], starts[end_line], text)
+        return Edit(len(self.ctx.text), len(self.ctx.text), "\n" + text.rstrip("\n"))
+
+    # -- transformers -----------------------------------------------------------------------
+    def _load_in_kbit(self, node: cst.Call) -> None:
+        kw = {a.keyword.value: a for a in node.args if a.keyword is not None}
+        eight, four = kw.get("load_in_8bit"), kw.get("load_in_4bit")
+        if eight is None and four is None:
+            return
+        on = [a for a in (eight, four) if a is not None and is_literal(a.value, True)]
+        unknown = [a for a in (eight, four) if a is not None and literal(a.value) is UNKNOWN]
+        if not on and not unknown:
+            return  # `=False` everywhere: nothing is quantized
+        func = node.func
+        is_fp = isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained" or (
+            isinstance(func, cst.Name) and func.value == "from_pretrained")
+        first = on[0] if on else unknown[0]
+        kwname = first.keyword.value if first.keyword is not None else "load_in_8bit"
+        problems = []
+        if unknown:
+            problems.append(f"`{unknown[0].keyword.value if unknown[0].keyword else ''}` is not a literal True/False")
+        if len(on) == 2:
+            problems.append("both load_in_8bit and load_in_4bit are True (a ValueError in transformers)")
+        if "quantization_config" in kw:
+            problems.append("quantization_config is also given")
+        if any(a.star == "**" for a in node.args):
+            problems.append("**kwargs may already hold quantization_config")
+        if not is_fp:
+            problems.append("the call is not `from_pretrained` (it may be a project function)")
+        if problems:
+            self._flag(first, "PRT420", f"{kwname}= was removed from from_pretrained in transformers v5; "
+                       f"pass quantization_config=BitsAndBytesConfig({kwname}=True); not rewritten because "
+                       + "; ".join(problems))
+            return
+        cfg, imports = reference(self.ctx, "transformers.BitsAndBytesConfig", style="from")
+        moved = [a for a in node.args if a.keyword is not None and a.keyword.value in MOVABLE]
+        inner = [f"{kwname}=True"] + [f"{a.keyword.value}={src(self.ctx, a.value)}" for a in moved
+                                      if a.keyword is not None]
+        drop = {id(a) for a in moved} | {id(a) for a in (eight, four) if a is not None and a is not first}
+        new_arg = first.with_changes(keyword=cst.Name("quantization_config"),
+                                     value=cst.parse_expression(f"{cfg}({', '.join(inner)})"))
+        args = [new_arg if a is first else a for a in node.args if id(a) not in drop]
+        if args and node.args and args[-1].comma != node.args[-1].comma:
+            args[-1] = args[-1].with_changes(comma=node.args[-1].comma)
+        replacement = node.with_changes(args=args)
+        moved_note = (" with " + ", ".join(f"`{a.keyword.value}`" for a in moved if a.keyword is not None)
+                      + " moved into the config" if moved else "")
+        self.report(node, "PRT420", f"{kwname}=True was removed from from_pretrained in transformers v5 "
+                    f"(trap 22) → quantization_config=BitsAndBytesConfig({kwname}=True){moved_note}: the same "
+                    "bitsandbytes quantization (exact)", replacement=replacement, fix=Applicability.SAFE,
+                    add_imports=imports, fix_title="use quantization_config=BitsAndBytesConfig(...)")
+
+    def visit_DictElement(self, node: cst.DictElement) -> None:
+        key = literal(node.key) if isinstance(node.key, cst.SimpleString) else None
+        if key in ("load_in_8bit", "load_in_4bit") and not is_literal(node.value, False):
+            self._flag(node, "PRT420", f"{key!r} in a kwargs dict: transformers v5 removed `{key}=` from "
+                       f"from_pretrained; pass quantization_config=BitsAndBytesConfig({key}=True) instead "
+                       "(not rewritten: porter cannot see where the dict is used)")
+
+    def _bnb_config(self, node: cst.Call) -> None:
+        b = bind(node, BNB_CONFIG_PARAMS)
+        eight = b.value("load_in_8bit")
+        four = b.value("load_in_4bit")
+        if b.star or b.extra_positional or b.unknown:
+            self._flag(node, "PRT421", "BitsAndBytesConfig with unknown or hidden arguments; "
+                       f"{self._rocm()}")
+            return
+        if is_literal(four, True):
+            qnode = b.value("bnb_4bit_quant_type")
+            q = literal(qnode) if qnode is not None else "fp4"
+            qdesc = ("fp4 (the default bnb_4bit_quant_type, not nf4)" if qnode is None else
+                     f"{q}" if q in ("fp4", "nf4") else "a non-literal quant type")
+            cdt = b.value("bnb_4bit_compute_dtype")
+            cdesc = ("bnb_4bit_compute_dtype=None means fp32 compute" if cdt is None or is_literal(cdt, None)
+                     else f"compute dtype {src(self.ctx, cdt)}")
+            why = ("fp4 has no torchao equivalent format" if q == "fp4" else
+                   "nf4 has no stable TorchAoConfig path (torchao NF4 is a tensor, not a config)" if q == "nf4"
+                   else "the 4-bit format is unknown")
+            self._flag(node, "PRT421", f"BitsAndBytesConfig(load_in_4bit=True) uses {qdesc}; {cdesc}; {why}; "
+                       f"{self._rocm()}", data={"quant_type": q if isinstance(q, str) else ""})
+            return
+        if not is_literal(eight, True):
+            if (eight is None or is_literal(eight, False)) and (four is None or is_literal(four, False)):
+                return  # a config with both modes off quantizes nothing
+            self._flag(node, "PRT421", "BitsAndBytesConfig whose mode (load_in_8bit/load_in_4bit) is not a "
+                       f"literal; {self._rocm()}")
+            return
+        problems = []
+        offload = b.value("llm_int8_enable_fp32_cpu_offload")
+        if offload is not None and not is_literal(offload, False):
+            problems.append("llm_int8_enable_fp32_cpu_offload keeps modules in fp32 on the CPU")
+        fp16w = b.value("llm_int8_has_fp16_weight")
+        if fp16w is not None and not is_literal(fp16w, False):
+            problems.append("llm_int8_has_fp16_weight trains fp16 weights (torchao weights are frozen int8)")
+        if four is not None and not is_literal(four, False):
+            problems.append("load_in_4bit is not a literal False")
+        if problems or self.strategy == "bitsandbytes-rocm":
+            reason = "; ".join(problems) if problems else "strategy bitsandbytes-rocm"
+            self._flag(node, "PRT421", f"BitsAndBytesConfig(load_in_8bit=True): {reason}; {self._rocm()}")
+            return
+        ao, imports = reference(self.ctx, "transformers.TorchAoConfig", style="from")
+        int8, more = reference(self.ctx, "torchao.quantization.Int8WeightOnlyConfig", style="from")
+        kwargs = [("quant_type", f"{int8}()")]
+        skip = b.value("llm_int8_skip_modules")
+        if skip is not None and not is_literal(skip, None):
+            kwargs.append(("modules_to_not_convert", src(self.ctx, skip)))
+        thr = b.value("llm_int8_threshold")
+        thr_text = src(self.ctx, thr) if thr is not None else "6.0 (the default)"
+        multiline, indent = self._multiline(node)
+        self.report(node, "PRT421",
+                    "BitsAndBytesConfig(load_in_8bit=True) → TorchAoConfig(quant_type=Int8WeightOnlyConfig()) "
+                    "(approximation): LLM.int8 multiplies int8 activations by int8 weights and keeps "
+                    f"activation outliers above llm_int8_threshold={thr_text} in fp16; torchao keeps "
+                    "activations in full precision with per-row int8 weights and no outlier path, so logits "
+                    "differ by the int8 weight rounding (about 0.5% relative on a linear layer); "
+                    "llm_int8_skip_modules → modules_to_not_convert; bnb_4bit_* options are unused in "
+                    "8-bit mode; saved quantized checkpoints are not interchangeable",
+                    replacement=render_call(ao, kwargs, multiline=multiline, indent=indent,
+                                            comments=comments_of(b, {"llm_int8_skip_modules":
+                                                                     "modules_to_not_convert"})),
+                    fix=Applicability.UNSAFE, add_imports=imports + more,
+                    remove_imports=("transformers.BitsAndBytesConfig",),
+                    fix_title="use TorchAoConfig(Int8WeightOnlyConfig())")
+
+    def _torchao_config(self, node: cst.Call) -> None:
+        first = node.args[0] if node.args else None
+        kw = {a.keyword.value: a for a in node.args if a.keyword is not None}
+        arg = kw.get("quant_type") or (first if first is not None and first.keyword is None else None)
+        if arg is None:
+            return
+        value = literal(arg.value)
+        if isinstance(value, str):
+            hint = TORCHAO_STRING_TYPES.get(value)
+            advice = f"quant_type={hint}" if hint else "an AOBaseConfig instance from torchao.quantization"
+            self._flag(arg, "PRT422", f"TorchAoConfig({value!r}): transformers 5 accepts only config "
+                       f"instances (trap 22); pass {advice} and move quant_type_kwargs into it")
+
+
+FAMILY = Family(
+    name=NAME,
+    title="bitsandbytes → torch.optim / torchao, and transformers quantization switches",
+    order=40,
+    rules=RULES,
+    tokens=("bitsandbytes", "load_in_8bit", "load_in_4bit", "BitsAndBytesConfig", "TorchAoConfig",
+            "low_bit_optim", "weight_only", "float8_dynamic"),
+    python=QuantizationVisitor,
+    description="Replaces bitsandbytes' 32-bit Adam optimizers with torch.optim (bnb's decoupled weight "
+    "decay preserved), moves transformers' removed `load_in_8bit=`/`load_in_4bit=` kwargs into "
+    "`quantization_config=BitsAndBytesConfig(...)`, and, with --unsafe-fixes, moves 8-bit optimizers, "
+    "LLM.int8 configs and modules to torchao / torch.nn. Strategy `bitsandbytes-rocm` keeps bitsandbytes.",
+    verified="Fixture tests for every rule; CPU parity of the 32-bit Adam rewrite against a pure-torch "
+    "reference of bnb's kernel math (with and without weight decay); int8 weight-only torchao error bounds; "
+    "negative tests for traps 5, 21, 22 and 30.",
+    review="8-bit/4-bit quantization never matches across libraries: re-evaluate model quality after an "
+    "unsafe fix; optimizer and quantized-model checkpoints are not interchangeable.",
+)

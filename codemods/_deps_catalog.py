@@ -1,0 +1,114 @@
+"""What porter knows about CUDA-bound Python distributions (shared by dependencies/build).
+
+Kept apart from the rule modules so the knowledge can be reviewed on its own.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+DEFAULT_ROCM_VERSION = "6.3"
+DEFAULT_TORCHAO = "torchao>=0.11"
+
+TORCH_DISTS = frozenset({"torch", "torchvision", "torchaudio"})
+
+# download.pytorch.org/whl/cu121, .../whl/nightly/cu124, .../whl/cu118/torch_stable.html
+CUDA_TORCH_INDEX = re.compile(
+    r"https?://download\.pytorch\.org/whl/(?P<nightly>nightly/)?cu\d+(?P<stable>/torch_stable\.html)?/?"
+    r"(?=$|[\s\"'#;])"
+)
+CUDA_LOCAL = re.compile(r"\+cu\d+")
+ROCM_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?$")
+
+
+def rocm_index(version: str, nightly: bool = False) -> str:
+    return f"https://download.pytorch.org/whl/{'nightly/' if nightly else ''}rocm{version}"
+
+
+@dataclass(frozen=True)
+class CudaOnly:
+    """A CUDA-only package that porter's Python families can remove from the code."""
+
+    dists: tuple[str, ...]  # canonical names (or prefixes ending with "-*")
+    modules: tuple[str, ...]  # top-level import names that still need it
+    advice: str  # what to do when the code still imports it
+
+
+CUDA_ONLY: tuple[CudaOnly, ...] = (
+    CudaOnly(("flash-attn",), ("flash_attn", "flash_attn_2_cuda"),
+             "port the calls to torch.nn.functional.scaled_dot_product_attention (attention family), or "
+             "build flash-attn for ROCm (its CK/Triton backend, or AMD's ROCm/flash-attention fork); there is "
+             "no ROCm wheel on PyPI"),
+    CudaOnly(("xformers",), ("xformers",),
+             "port to scaled_dot_product_attention, or install xformers' experimental ROCm wheel from the "
+             "PyTorch ROCm index"),
+    CudaOnly(("apex",), ("apex",),
+             "port to torch.optim (fused=True), torch.nn norms, torch.amp and torch DDP, or build ROCm/apex "
+             "from source"),
+    CudaOnly(("bitsandbytes",), ("bitsandbytes",),
+             "bitsandbytes 0.50 and later support ROCm: pin bitsandbytes>=0.50, or finish the torchao port"),
+    CudaOnly(("transformer-engine", "transformer-engine-*"), ("transformer_engine",),
+             "port to torch.nn modules with torchao.float8, or build ROCm/TransformerEngine from source"),
+    CudaOnly(("nvidia-dali-*",), ("nvidia",),
+             "replace the DALI pipeline with torchdata / torch DataLoader; DALI has no ROCm build"),
+    CudaOnly(("nvidia-ml-py", "nvidia-ml-py3", "pynvml"), ("pynvml",),
+             "port NVML calls to torch.cuda telemetry or amdsmi (telemetry family)"),
+)
+
+
+def cuda_only_for(dist: str) -> CudaOnly | None:
+    for entry in CUDA_ONLY:
+        for pat in entry.dists:
+            if dist == pat or (pat.endswith("-*") and dist.startswith(pat[:-1])):
+                return entry
+    return None
+
+
+# Distributions built for CUDA that have no ROCm build under that name.
+CUDA_BUILDS: dict[str, str] = {
+    "onnxruntime-gpu": "onnxruntime-gpu is the CUDA/TensorRT build; AMD publishes onnxruntime-rocm / MIGraphX "
+    "builds outside PyPI",
+    "tensorflow-gpu": "tensorflow-gpu is a retired CUDA build; tensorflow-rocm is the ROCm build",
+    "tensorrt": "TensorRT is NVIDIA-only; MIGraphX is AMD's inference compiler",
+    "torch-tensorrt": "Torch-TensorRT is NVIDIA-only; use torch.compile (Inductor) or MIGraphX",
+    "nvidia-tensorrt": "TensorRT is NVIDIA-only; MIGraphX is AMD's inference compiler",
+    "pycuda": "PyCUDA drives the CUDA driver API directly; port to torch or HIP Python (hip-python)",
+    "cuda-python": "cuda-python binds the CUDA driver/runtime; AMD's counterpart is hip-python",
+    "cuda-bindings": "cuda-bindings binds the CUDA driver/runtime; AMD's counterpart is hip-python",
+    "paddlepaddle-gpu": "paddlepaddle-gpu is the CUDA build of Paddle",
+    "nvidia-pyindex": "nvidia-pyindex only configures NVIDIA's package index",
+}
+
+CUDA_EXTRAS = {
+    "tensorflow": ("and-cuda",),
+    "jax": ("cuda", "cuda11", "cuda12", "cuda11_pip", "cuda12_pip", "cuda12_local", "cuda11_local", "cuda13"),
+}
+
+_CU_SUFFIX = re.compile(r"-(cu|cuda)\d+x?$|-cu\d+-|^nvidia-.*-cu\d+$")
+CUPY = re.compile(r"^cupy-cuda\d+x?$")
+CUPY_ROCM = {"4.3": "cupy-rocm-4-3", "5.0": "cupy-rocm-5-0"}
+
+
+def cuda_build_reason(req: Requirement) -> str | None:
+    """Why ``req`` names a CUDA-only build, or None."""
+    dist = canonicalize_name(req.name)
+    if dist in CUDA_BUILDS:
+        return CUDA_BUILDS[dist]
+    extras = CUDA_EXTRAS.get(dist, ())
+    bad = sorted(e for e in req.extras if e in extras or e.startswith("cuda"))
+    if bad:
+        return f"the extra [{', '.join(bad)}] selects {dist}'s CUDA build"
+    if dist.startswith("nvidia-") and re.search(r"-cu\d+$", dist):
+        return (f"{dist} ships NVIDIA CUDA runtime libraries; the ROCm build of torch brings its own ROCm "
+                "libraries, so it is only needed by code that loads it directly")
+    if _CU_SUFFIX.search(dist):
+        return f"{dist} is a build for one CUDA version; there is no ROCm build under this name"
+    return None
+
+
+def import_roots(modules: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(m.split(".")[0] for m in modules)

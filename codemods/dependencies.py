@@ -1,0 +1,858 @@
+"""Dependency manifests: CUDA wheel indexes, ``+cuXXX`` pins, CUDA-only packages, torchao.
+
+Runs on requirements*/constraints* files, ``pyproject.toml`` (PEP 621, dependency groups,
+Poetry, uv/Poetry package sources), ``setup.cfg``, ``environment.yml`` and ``setup.py``
+(parsed, never executed). Manifests are processed in the second phase of a run, so the
+family knows which modules the repository's Python still imports (``ctx.facts.imports``)
+and which rewrites were applied (``ctx.facts.applied``):
+
+- a CUDA-only package (flash-attn, xformers, apex, bitsandbytes, Transformer Engine,
+  DALI, pynvml) is dropped only when no Python file imports it any more; otherwise it is
+  reported with the reason and the portable route;
+- ``torchao`` is added only when a torchao rewrite was applied (PRT4xx/PRT6xx) or the
+  code imports torchao, and only next to an existing ``torch`` requirement.
+
+Every edit is an exact-offset text edit: untouched lines, comments and formatting stay
+byte-identical. Requirement text is parsed with :mod:`packaging`.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import libcst as cst
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from porter.findings import Applicability, Category, Finding, Severity
+from porter.framework import Family, FileContext, PyContext, PyVisitor, rule
+from porter.manifests import requirement_lines, toml_strings
+
+from ._deps_catalog import (
+    CUDA_LOCAL,
+    CUDA_TORCH_INDEX,
+    CUPY,
+    CUPY_ROCM,
+    DEFAULT_ROCM_VERSION,
+    DEFAULT_TORCHAO,
+    ROCM_VERSION_RE,
+    TORCH_DISTS,
+    cuda_build_reason,
+    cuda_only_for,
+    import_roots,
+    rocm_index,
+)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+NAME = "dependencies"
+SAFE, UNSAFE, NONE = Applicability.SAFE, Applicability.UNSAFE, Applicability.NONE
+
+RULES = (
+    rule("PRT800", "cuda-wheel-index", NAME,
+         "A PyTorch CUDA wheel index (`download.pytorch.org/whl/cuXXX`) or another CUDA-only package index.",
+         Category.REPLACE, severity=Severity.WARNING, fix=SAFE, effort_hours=0.25,
+         explanation="The index decides which build of torch, torchvision and torchaudio pip installs. "
+         "porter replaces the CUDA index with the ROCm index of the configured ROCm version "
+         "(`[tool.porter.dependencies] rocm-version`, default 6.3): "
+         "`https://download.pytorch.org/whl/rocm6.3`. The option keeps its kind: `--index-url` stays "
+         "exclusive, `--extra-index-url` stays additive (with an additive index pip takes the highest "
+         "version from either index, so an unpinned torch can still come from PyPI: pin it). A CUDA "
+         "`torch_stable.html` find-links page becomes `--extra-index-url`. When `+cuXXX` pins are "
+         "stripped from a file with no PyTorch index at all, the ROCm index line is added above the "
+         "first of them. Other CUDA-only indexes (pypi.nvidia.com, PyG/DGL CUDA wheel pages) are "
+         "reported.",
+         example="```\n--extra-index-url https://download.pytorch.org/whl/cu121\n# becomes\n"
+         "--extra-index-url https://download.pytorch.org/whl/rocm6.3\n```"),
+    rule("PRT801", "cuda-local-version", NAME,
+         "A `+cuXXX` local version label pins a CUDA build of a wheel.",
+         Category.REPLACE, severity=Severity.WARNING, fix=SAFE, effort_hours=0.1,
+         explanation="`torch==2.1.0+cu121` can only install the CUDA 12.1 build. For torch, "
+         "torchvision and torchaudio porter strips the label: under PEP 440 `==2.1.0` matches every "
+         "local build of 2.1.0, so the ROCm index's `2.1.0+rocmX.Y` satisfies it. Check that the "
+         "pinned version is published for the chosen ROCm version. For other packages (PyG "
+         "extensions, ...) the label is reported: their ROCm builds, if any, live elsewhere.",
+         example="```\ntorch==2.1.0+cu121\n# becomes\ntorch==2.1.0\n```"),
+    rule("PRT802", "cuda-only-requirement", NAME,
+         "A CUDA-only package (flash-attn, xformers, apex, bitsandbytes, Transformer Engine, DALI, pynvml).",
+         Category.REPLACE, severity=Severity.WARNING, fix=SAFE, effort_hours=0.5,
+         explanation="porter drops the requirement (SAFE) only when no Python file of the repository "
+         "imports the package any more, i.e. after the rewrite families removed every use. While "
+         "the code still imports it the requirement is reported with the portable route. Packages "
+         "reached only dynamically (`importlib`, `trust_remote_code` model code from the Hub) are "
+         "invisible to porter: review the drop when the project loads remote model code.",
+         example="```\nflash-attn==2.5.8   # dropped when nothing imports flash_attn\n```"),
+    rule("PRT803", "cuda-build-requirement", NAME,
+         "A distribution built for CUDA only (nvidia-* runtime wheels, `-cu12` packages, onnxruntime-gpu...).",
+         Category.REPLACE, severity=Severity.WARNING, fix=UNSAFE, effort_hours=0.5,
+         explanation="These names select a CUDA build and have no ROCm build under the same name. "
+         "NVIDIA runtime wheels (`nvidia-cublas-cu12`...) are only needed by code that loads them "
+         "directly; porter offers to drop them as an UNSAFE fix when no Python file imports `nvidia`."),
+    rule("PRT804", "cupy-cuda-wheel", NAME,
+         "A CuPy wheel for one CUDA version (`cupy-cuda12x`).",
+         Category.REPLACE, severity=Severity.WARNING, fix=SAFE, effort_hours=0.5,
+         explanation="CuPy publishes ROCm wheels only for ROCm 4.3 (`cupy-rocm-4-3`) and 5.0 "
+         "(`cupy-rocm-5-0`). When the configured ROCm version is one of those porter renames the "
+         "requirement and keeps its specifier; otherwise it reports it: build CuPy from source with "
+         "`CUPY_INSTALL_USE_HIP=1`."),
+    rule("PRT805", "torchao-added", NAME,
+         "A torchao rewrite was applied: torchao is added next to torch.",
+         Category.SHIM, severity=Severity.INFO, fix=SAFE, effort_hours=0.1,
+         explanation="Added only when this run applied a quantization or FP8 rewrite (PRT4xx, PRT6xx) "
+         "or the code imports torchao, the file requires torch and does not already require torchao. "
+         "The requirement text is `[tool.porter.dependencies] torchao-requirement` (default "
+         f"`{DEFAULT_TORCHAO}`); torchao releases track torch releases, so check the pair."),
+    rule("PRT806", "cuda-url-requirement", NAME,
+         "A direct-URL requirement points to a wheel built for CUDA.",
+         Category.REPLACE, severity=Severity.WARNING, effort_hours=0.5,
+         explanation="A URL such as a flash-attn release wheel `...+cu122torch2.3...whl` or a "
+         "download.pytorch.org `cu121` wheel cannot install on ROCm. Replace it with a ROCm build or a "
+         "plain requirement."),
+    rule("PRT807", "triton-requirement", NAME,
+         "An explicit `triton` requirement can replace the Triton build that ROCm torch depends on.",
+         Category.BENIGN, severity=Severity.INFO, effort_hours=0.1,
+         explanation="ROCm builds of torch depend on `pytorch-triton-rocm`, which provides the `triton` "
+         "module. Installing `triton` from PyPI over it can break torch.compile on ROCm. Keep the pin "
+         "only when it matches the torch build."),
+    rule("PRT808", "torch-from-pypi", NAME,
+         "torch is installed from PyPI, which serves CUDA builds on Linux.",
+         Category.BENIGN, severity=Severity.INFO, effort_hours=0.1,
+         explanation="On Linux, `pip install torch` from PyPI installs a CUDA build. On an AMD machine "
+         "install torch from the ROCm index (`pip install torch --index-url "
+         "https://download.pytorch.org/whl/rocm6.3`) or start from the `rocm/pytorch` container; a "
+         "requirements file without an index line does not say which build it wants."),
+    rule("PRT809", "bitsandbytes-rocm-pin", NAME,
+         "bitsandbytes stays: versions 0.50 and later support ROCm, so pin `bitsandbytes>=0.50`.",
+         Category.SHIM, severity=Severity.WARNING, fix=SAFE, effort_hours=0.1,
+         explanation="bitsandbytes 0.50 supports AMD GPUs for LLM.int8, 8-bit optimizers and 4-bit "
+         "QLoRA. When the requirement has no version porter adds `>=0.50` (SAFE); a pin that excludes "
+         "0.50 is reported."),
+    rule("PRT810", "conda-cuda-package", NAME,
+         "A conda environment installs CUDA packages (`pytorch-cuda`, `cudatoolkit`, the `nvidia` channel).",
+         Category.REPLACE, severity=Severity.WARNING, effort_hours=0.5,
+         explanation="The pytorch and nvidia conda channels have no ROCm builds of torch. Install torch "
+         "with pip from the ROCm index inside the environment (a `pip:` section with "
+         "`--index-url https://download.pytorch.org/whl/rocm6.3`) or use the rocm/pytorch container."),
+)
+
+
+# -- settings -------------------------------------------------------------------------------
+
+
+def _rocm_version(ctx: FileContext) -> str:
+    value = str(ctx.settings.option(NAME, "rocm-version", DEFAULT_ROCM_VERSION))
+    return value if ROCM_VERSION_RE.match(value) else DEFAULT_ROCM_VERSION
+
+
+def _torchao_req(ctx: FileContext) -> str:
+    value = str(ctx.settings.option(NAME, "torchao-requirement", DEFAULT_TORCHAO))
+    try:
+        Requirement(value)
+    except InvalidRequirement:
+        return DEFAULT_TORCHAO
+    return value
+
+
+def _needs_torchao(ctx: FileContext) -> bool:
+    facts = ctx.facts
+    return "torchao" in facts.imports or any(c.startswith(("PRT4", "PRT6")) for c in facts.applied)
+
+
+def rocm_url(url: str, version: str) -> str | None:
+    """The ROCm index replacing a CUDA PyTorch index URL (None when not one)."""
+    m = CUDA_TORCH_INDEX.fullmatch(url.strip())
+    if not m:
+        return None
+    return rocm_index(version, nightly=bool(m.group("nightly")))
+
+
+# -- the decision for one requirement ------------------------------------------------------
+
+
+@dataclass
+class Action:
+    code: str
+    message: str
+    fix: Applicability = NONE
+    kind: str = ""  # "drop", "replace" or "" (report only)
+    text: str = ""  # replacement requirement text for "replace"
+    data: dict = field(default_factory=dict)
+
+
+def assess(req: Requirement, raw: str, ctx: FileContext) -> list[Action]:
+    """What to do with one requirement (``raw`` is its source text)."""
+    dist = canonicalize_name(req.name)
+    facts = ctx.facts
+    actions: list[Action] = []
+    if req.url:
+        if CUDA_LOCAL.search(req.url.replace("%2B", "+").replace("%2b", "+")) or "/cu1" in req.url:
+            actions.append(Action("PRT806", f"{dist} is installed from a CUDA wheel URL ({req.url}); replace it "
+                                  "with a ROCm build or a plain requirement"))
+    entry = cuda_only_for(dist)
+    if entry is not None:
+        roots = import_roots(entry.modules)
+        still = sorted(roots & facts.imports)
+        remaining = set(facts.extra.get("remaining", ())) if isinstance(facts.extra, dict) else set()
+        if dist == "bitsandbytes" and (still or not facts.imports):
+            return actions + _bitsandbytes(req, raw, dist, still)
+        if not facts.imports:
+            actions.append(Action("PRT802", f"{dist} is CUDA-only; porter has no import facts for this run, so "
+                                  f"the requirement is kept: {entry.advice}", data={"dist": dist}))
+        elif still:
+            actions.append(Action("PRT802", f"{dist} is CUDA-only and the code still imports "
+                                  f"{', '.join(still)}: {entry.advice}", data={"dist": dist}))
+        elif dist == "flash-attn" and remaining & {"PRT030", "PRT031"}:
+            actions.append(Action("PRT802", "flash-attn is no longer imported, but Hugging Face "
+                                  "flash_attention_2 switches remain (PRT030/PRT031): kept",
+                                  data={"dist": dist}))
+        else:
+            actions.append(Action("PRT802", f"{dist} is CUDA-only and no Python file imports "
+                                  f"{', '.join(sorted(roots))} any more: dropped", SAFE, "drop",
+                                  data={"dist": dist}))
+        return actions
+    if CUPY.match(dist):
+        version = _rocm_version(ctx)
+        target = CUPY_ROCM.get(".".join(version.split(".")[:2]))
+        if target is not None:
+            new = _rename(raw, req, target)
+            if new is not None:
+                actions.append(Action("PRT804", f"{dist} is a CUDA build of CuPy; {target} is its ROCm {version} "
+                                      "build", SAFE, "replace", new))
+                return actions
+        actions.append(Action("PRT804", f"{dist} is a CUDA build of CuPy and CuPy publishes no wheel for ROCm "
+                              f"{version}: build it from source with CUPY_INSTALL_USE_HIP=1"))
+        return actions
+    local = [s for s in req.specifier if CUDA_LOCAL.search(s.version)]
+    if local:
+        if dist in TORCH_DISTS:
+            new = CUDA_LOCAL.sub("", raw)
+            if _parses_as(new, dist):
+                actions.append(Action("PRT801", f"{dist}{local[0]} pins a CUDA build; the label is dropped so the "
+                                      "ROCm index's build satisfies it", SAFE, "replace", new,
+                                      data={"stripped": True}))
+            else:
+                actions.append(Action("PRT801", f"{dist}{local[0]} pins a CUDA build"))
+        else:
+            actions.append(Action("PRT801", f"{dist}{local[0]} pins a CUDA build of {dist}; its ROCm build (if "
+                                  "any) is published elsewhere"))
+        return actions
+    reason = cuda_build_reason(req)
+    if reason is not None:
+        if dist.startswith("nvidia-") and facts.imports and "nvidia" not in facts.imports:
+            actions.append(Action("PRT803", f"{reason}; no Python file imports nvidia: dropped (unsafe: C++ "
+                                  "extensions may still link it)", UNSAFE, "drop"))
+        elif dist == "nvidia-pyindex":
+            actions.append(Action("PRT803", reason + ": dropped (unsafe)", UNSAFE, "drop"))
+        else:
+            actions.append(Action("PRT803", reason))
+        return actions
+    if dist in ("triton", "pytorch-triton"):
+        actions.append(Action("PRT807", f"{dist}: ROCm torch depends on pytorch-triton-rocm, which provides the "
+                              "triton module; an explicit pin can replace it"))
+    return actions
+
+
+def _bitsandbytes(req: Requirement, raw: str, dist: str, still: list[str]) -> list[Action]:
+    spec = req.specifier
+    if not str(spec) and not req.url:
+        new = _with_specifier(raw, req, ">=0.50")
+        if new is not None:
+            return [Action("PRT809", "bitsandbytes supports ROCm from 0.50: pinned bitsandbytes>=0.50",
+                           SAFE, "replace", new)]
+    if req.url:
+        return [Action("PRT809", "bitsandbytes from a URL: make sure it is 0.50 or later (ROCm support)")]
+    if not any(spec.contains(v, prereleases=True) for v in ("0.50.0", "0.51.0", "1.0.0")):
+        return [Action("PRT809", f"bitsandbytes{spec} excludes 0.50, the first release with ROCm support; "
+                       "raise the pin (bitsandbytes>=0.50)")]
+    if any(spec.contains(v, prereleases=True) for v in ("0.45.0", "0.49.0")):
+        return [Action("PRT809", f"bitsandbytes{spec} allows releases without ROCm support; "
+                       "pin bitsandbytes>=0.50")]
+    return []
+
+
+def _parses_as(text: str, dist: str) -> bool:
+    try:
+        return canonicalize_name(Requirement(text).name) == dist
+    except InvalidRequirement:
+        return False
+
+
+def _rename(raw: str, req: Requirement, target: str) -> str | None:
+    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._\-]*)", raw)
+    if not m or canonicalize_name(m.group(1)) != canonicalize_name(req.name):
+        return None
+    new = raw[: m.start(1)] + target + raw[m.end(1) :]
+    return new if _parses_as(new, target) else None
+
+
+def _with_specifier(raw: str, req: Requirement, spec: str) -> str | None:
+    m = re.match(r"\s*[A-Za-z0-9][A-Za-z0-9._\-]*(\s*\[[^\]]*\])?", raw)
+    if not m:
+        return None
+    new = raw[: m.end()] + spec + raw[m.end() :]
+    try:
+        ok = str(Requirement(new).specifier) == str(Requirement(f"x{spec}").specifier)
+    except InvalidRequirement:
+        return None
+    return new if ok else None
+
+
+# -- text helpers -----------------------------------------------------------------------------
+
+
+def drop_item(text: str, start: int, end: int) -> tuple[int, int]:
+    """The span to delete for a list item at ``text[start:end]`` (with its comma/line)."""
+    n = len(text)
+    j = end
+    while j < n and text[j] in " \t":
+        j += 1
+    had_comma = j < n and text[j] == ","
+    if had_comma:
+        j += 1
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", j)
+    line_end = n if line_end < 0 else line_end
+    rest = text[j:line_end].strip()
+    if not text[line_start:start].strip() and (not rest or rest.startswith("#")):
+        return line_start, min(line_end + 1, n)
+    if had_comma:
+        while j < n and text[j] in " \t":
+            j += 1
+        return start, j
+    k = start
+    while k > 0 and text[k - 1] in " \t":
+        k -= 1
+    if k > 0 and text[k - 1] == ",":
+        return k - 1, end
+    return start, end
+
+
+def _line_bounds(text: str, pos: int) -> tuple[int, int]:
+    ls = text.rfind("\n", 0, pos) + 1
+    le = text.find("\n", pos)
+    return ls, (len(text) if le < 0 else le + 1)
+
+
+def _finding(ctx: FileContext, a: Action, start: int, end: int, edit: tuple[int, int, str] | None) -> Finding:
+    if edit is None or a.fix == NONE:
+        message = a.message
+        if a.fix != NONE:
+            message = message.rsplit(": ", 1)[0] + ": porter cannot edit this form of the entry; change it by hand"
+        return ctx.finding(a.code, message, start, end, data=a.data)
+    s, e, t = edit
+    f = ctx.finding(a.code, a.message, s, e, replacement=t, fix=a.fix, data=a.data,
+                    fix_title=a.message.split(": ")[-1])
+    # report at the requirement, edit wherever needed
+    line, col = ctx.position(start)
+    eline, ecol = ctx.position(end)
+    f.line, f.column, f.end_line, f.end_column = line, col, eline, ecol
+    return f
+
+
+# -- requirements files -------------------------------------------------------------------------
+
+
+def check_requirements(ctx: FileContext) -> Iterator[Finding]:
+    text = ctx.text
+    version = _rocm_version(ctx)
+    lines = requirement_lines(text)
+    has_torch_index = any(ln.option and "download.pytorch.org" in ln.value for ln in lines)
+    added_index = False
+    torch_line = None
+    has_torchao = False
+    for ln in lines:
+        if ln.option in ("-i", "--index-url", "--extra-index-url", "-f", "--find-links"):
+            yield from _index_option(ctx, ln, version)
+            continue
+        if ln.requirement is None:
+            continue
+        raw = text[ln.req_start : ln.req_end]
+        name = ln.name or ""
+        if name == "torch" and torch_line is None:
+            torch_line = ln
+        if name == "torchao":
+            has_torchao = True
+        for a in assess(ln.requirement, raw, ctx):
+            if a.kind == "drop":
+                edit = (ln.start, ln.end, "")
+            elif a.kind == "replace":
+                edit = (ln.req_start, ln.req_end, a.text)
+            else:
+                edit = None
+            yield _finding(ctx, a, ln.req_start, ln.req_end, edit)
+            if a.data.get("stripped") and not has_torch_index and not added_index:
+                added_index = True
+                url = rocm_index(version)
+                yield ctx.finding("PRT800", f"+cu pins were stripped and the file names no PyTorch index: the "
+                                  f"ROCm {version} index is added", ln.start, ln.start,
+                                  replacement=f"--extra-index-url {url}\n", fix=SAFE,
+                                  fix_title="add the ROCm wheel index")
+    if torch_line is not None and not has_torch_index and not added_index:
+        yield ctx.finding("PRT808", "torch comes from PyPI here (CUDA builds on Linux); on AMD install it from "
+                          f"{rocm_index(version)} or use the rocm/pytorch container",
+                          torch_line.req_start, torch_line.req_end)
+    if torch_line is not None and not has_torchao and _needs_torchao(ctx):
+        yield _torchao_after_line(ctx, torch_line.end, torch_line.req_start, torch_line.req_end, "")
+
+
+def _torchao_after_line(ctx: FileContext, insert_at: int, start: int, end: int, indent: str) -> Finding:
+    req = _torchao_req(ctx)
+    text = ctx.text
+    prefix = "" if insert_at == 0 or text[insert_at - 1] == "\n" else "\n"
+    f = ctx.finding("PRT805", f"a torchao rewrite was applied: {req} added next to torch", insert_at, insert_at,
+                    replacement=f"{prefix}{indent}{req}\n", fix=SAFE, fix_title=f"add {req}")
+    f.line, f.column = ctx.position(start)
+    f.end_line, f.end_column = ctx.position(end)
+    return f
+
+
+def _index_option(ctx: FileContext, ln, version: str) -> Iterator[Finding]:
+    value = ln.value
+    new = rocm_url(value, version)
+    stable = new is not None and value.rstrip("/").endswith("torch_stable.html")
+    if new is not None and not stable and ln.option not in ("-f", "--find-links"):
+        yield ctx.finding("PRT800", f"CUDA PyTorch wheel index {value}: the ROCm {version} index replaces it",
+                          ln.value_start, ln.value_end, replacement=new, fix=SAFE,
+                          fix_title=f"use {new}")
+    elif new is not None:
+        opt_start = ctx.text.index(ln.option, ln.start)
+        yield ctx.finding("PRT800", f"CUDA wheel page {value}: the ROCm {version} index replaces it",
+                          opt_start, ln.value_end, replacement=f"--extra-index-url {new}", fix=SAFE,
+                          fix_title=f"use --extra-index-url {new}")
+    elif "pypi.nvidia.com" in value or "pypi.ngc.nvidia.com" in value:
+        yield ctx.finding("PRT800", f"NVIDIA package index {value}: it serves CUDA-only packages",
+                          ln.value_start, ln.value_end)
+    elif re.search(r"(cu\d{3}|cuda\d)", value) and ("pyg.org" in value or "dgl.ai" in value
+                                                      or "download.pytorch.org" in value):
+        yield ctx.finding("PRT800", f"CUDA wheel page {value}: its wheels are CUDA builds; find the ROCm "
+                          "build or build from source", ln.value_start, ln.value_end)
+
+
+# -- pyproject.toml -------------------------------------------------------------------------------
+
+_PEP621_KEYS = {("project", "dependencies"), ("build-system", "requires")}
+_POETRY_TABLE = re.compile(r"^tool\.poetry\.(dependencies|dev-dependencies|group\.[^.]+\.dependencies)$")
+
+
+def _is_req_array(table: str, key: str) -> bool:
+    return ((table, key) in _PEP621_KEYS or table in ("project.optional-dependencies", "dependency-groups")
+            or (table == "project" and key.startswith("optional-dependencies.")))
+
+
+def check_pyproject(ctx: FileContext) -> Iterator[Finding]:
+    text = ctx.text
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return
+    version = _rocm_version(ctx)
+    strings = toml_strings(text)
+    torch_item = None
+    torch_poetry = None
+    has_torchao = False
+    for s in strings:
+        url = rocm_url(s.value, version)
+        if url is not None and not s.value.rstrip("/").endswith("torch_stable.html"):
+            quote = text[s.start]
+            yield ctx.finding("PRT800", f"CUDA PyTorch wheel index {s.value}: the ROCm {version} index replaces "
+                              "it", s.start, s.end, replacement=f"{quote}{url}{quote}", fix=SAFE,
+                              fix_title=f"use {url}")
+            continue
+        if s.in_array and _is_req_array(s.table, s.key):
+            try:
+                req = Requirement(s.value)
+            except InvalidRequirement:
+                continue
+            dist = canonicalize_name(req.name)
+            if dist == "torch" and torch_item is None and (s.table, s.key) == ("project", "dependencies"):
+                torch_item = s
+            if dist == "torchao":
+                has_torchao = True
+            for a in assess(req, s.value, ctx):
+                yield _toml_action(ctx, a, s, drop=lambda s=s: drop_item(text, s.start, s.end))
+        elif _POETRY_TABLE.match(s.table) and s.key and not s.in_array and s.inline_key in ("", "version"):
+            dist = canonicalize_name(s.key)
+            if dist == "python":
+                continue
+            if dist == "torch" and torch_poetry is None:
+                torch_poetry = s
+            if dist == "torchao":
+                has_torchao = True
+            yield from _poetry_entry(ctx, s, dist)
+    if _needs_torchao(ctx) and not has_torchao:
+        if torch_item is not None:
+            f = _torchao_toml_array(ctx, torch_item)
+            if f is not None:
+                yield f
+        elif torch_poetry is not None:
+            ls, le = _line_bounds(text, torch_poetry.start)
+            line = text[ls:le]
+            if line.lstrip().startswith(("torch", '"torch"')) and (line.count("{") == line.count("}")):
+                req = Requirement(_torchao_req(ctx))
+                spec = str(req.specifier) or "*"
+                yield _torchao_after_line_poetry(ctx, le, torch_poetry, f'torchao = "{spec}"')
+
+
+def _torchao_after_line_poetry(ctx: FileContext, insert_at: int, s, line: str) -> Finding:
+    prefix = "" if ctx.text[insert_at - 1 : insert_at] == "\n" else "\n"
+    f = ctx.finding("PRT805", f"a torchao rewrite was applied: {line} added next to torch", insert_at, insert_at,
+                    replacement=f"{prefix}{line}\n", fix=SAFE, fix_title="add torchao")
+    f.line, f.column = ctx.position(s.start)
+    f.end_line, f.end_column = ctx.position(s.end)
+    return f
+
+
+def _torchao_toml_array(ctx: FileContext, s) -> Finding | None:
+    def valid(new: str, req: str) -> bool:
+        try:
+            return req in tomllib.loads(new).get("project", {}).get("dependencies", [])
+        except tomllib.TOMLDecodeError:
+            return False
+
+    return insert_after_item(ctx, s.start, s.end, ctx.text[s.start], valid)
+
+
+def insert_after_item(ctx: FileContext, start: int, end: int, quote: str, valid) -> Finding | None:
+    """PRT805: add the torchao requirement after the list item ``text[start:end]`` (torch)."""
+    from porter.findings import Edit
+
+    text = ctx.text
+    req = _torchao_req(ctx)
+    j = end
+    while j < len(text) and text[j] in " \t":
+        j += 1
+    has_comma = j < len(text) and text[j] == ","
+    ls = text.rfind("\n", 0, start) + 1
+    if not text[ls:start].strip():
+        indent = text[ls:start]
+        le = text.find("\n", end)
+        if le < 0:
+            return None
+        edits = [(le + 1, le + 1, f"{indent}{quote}{req}{quote},\n")]
+        if not has_comma:
+            edits.append((end, end, ","))
+    else:
+        edits = [(end, end, f", {quote}{req}{quote}")]
+    new = text
+    for a, b, t in sorted(edits, reverse=True):
+        new = new[:a] + t + new[b:]
+    if not valid(new, req):
+        return None
+    (a0, b0, t0), *rest = sorted(edits)
+    f = ctx.finding("PRT805", f"a torchao rewrite was applied: {req} added next to torch", a0, b0,
+                    replacement=t0, fix=SAFE, fix_title=f"add {req}",
+                    edits=tuple(Edit(a, b, t) for a, b, t in rest))
+    f.line, f.column = ctx.position(start)
+    f.end_line, f.end_column = ctx.position(end)
+    return f
+
+
+def _toml_action(ctx: FileContext, a: Action, s, drop) -> Finding:
+    if a.kind == "drop":
+        edit = (*drop(), "")
+    elif a.kind == "replace":
+        quote = ctx.text[s.start]
+        if (quote == '"' and ('"' in a.text or "\\" in a.text)) or (quote == "'" and "'" in a.text):
+            edit = None
+        else:
+            edit = (s.start, s.end, f"{quote}{a.text}{quote}")
+    else:
+        edit = None
+    return _finding(ctx, a, s.start, s.end, edit)
+
+
+def _poetry_entry(ctx: FileContext, s, dist: str) -> Iterator[Finding]:
+    text = ctx.text
+    spec = s.value
+    raw = s.key
+    try:
+        req = Requirement(dist)
+    except InvalidRequirement:
+        return
+    m = CUDA_LOCAL.search(spec)
+    if m and dist in TORCH_DISTS:
+        quote = text[s.start]
+        new = CUDA_LOCAL.sub("", spec)
+        yield ctx.finding("PRT801", f"{dist} {spec} pins a CUDA build; the label is dropped so the ROCm index's "
+                          "build satisfies it", s.start, s.end, replacement=f"{quote}{new}{quote}", fix=SAFE,
+                          fix_title="drop the +cu label")
+        return
+    if m:
+        yield ctx.finding("PRT801", f"{dist} {spec} pins a CUDA build of {dist}", s.start, s.end)
+        return
+    for a in assess(req, raw, ctx):
+        if a.kind == "drop":
+            ls, le = _line_bounds(text, s.start)
+            line = text[ls:le]
+            key_ok = re.match(rf"\s*[\"']?{re.escape(s.key)}[\"']?\s*=", line) is not None
+            balanced = line.count("{") == line.count("}") and line.count("[") == line.count("]")
+            edit = (ls, le, "") if key_ok and balanced else None
+            yield _finding(ctx, a, s.start, s.end, edit)
+        else:
+            a = Action(a.code, a.message, NONE, "", "", a.data)
+            yield _finding(ctx, a, s.start, s.end, None)
+
+
+# -- setup.cfg --------------------------------------------------------------------------------------
+
+
+def check_setup_cfg(ctx: FileContext) -> Iterator[Finding]:
+    text = ctx.text
+    section = ""
+    in_list = False
+    torch_line: tuple[int, int, int, str] | None = None
+    has_torchao = False
+    for ls, le in _lines(text):
+        line = text[ls:le].rstrip("\r\n")
+        stripped = line.strip()
+        if stripped.startswith("[") and stripped.endswith("]"):
+            section = stripped[1:-1].strip()
+            in_list = False
+            continue
+        if not stripped or stripped.startswith(("#", ";")):
+            continue
+        indented = line[:1] in (" ", "\t")
+        if not indented:
+            key, sep, value = line.partition("=")
+            key = key.strip()
+            in_list = bool(sep) and (
+                (section == "options" and key in ("install_requires", "setup_requires"))
+                or section == "options.extras_require")
+            if in_list and value.strip():
+                yield from _cfg_requirement(ctx, ls + len(key) + 1 + (len(value) - len(value.lstrip())),
+                                            value.strip(), ls, le, single=True)
+            continue
+        if not in_list:
+            continue
+        body = stripped.split(" #", 1)[0].split(" ;", 1)[0].strip()
+        start = ls + line.index(body[:1]) if body else ls
+        try:
+            req = Requirement(body)
+        except InvalidRequirement:
+            continue
+        dist = canonicalize_name(req.name)
+        if dist == "torch" and torch_line is None and section == "options":
+            torch_line = (ls, le, start, line[: len(line) - len(line.lstrip())])
+        if dist == "torchao":
+            has_torchao = True
+        yield from _cfg_requirement(ctx, start, body, ls, le, single=False)
+    if torch_line is not None and not has_torchao and _needs_torchao(ctx):
+        ls, le, start, indent = torch_line
+        yield _torchao_after_line(ctx, le, start, start + 5, indent)
+
+
+def _cfg_requirement(ctx: FileContext, start: int, body: str, ls: int, le: int, *, single: bool) -> Iterator[Finding]:
+    try:
+        req = Requirement(body)
+    except InvalidRequirement:
+        return
+    for a in assess(req, body, ctx):
+        if a.kind == "drop":
+            edit = None if single else (ls, le, "")
+        elif a.kind == "replace":
+            edit = (start, start + len(body), a.text)
+        else:
+            edit = None
+        yield _finding(ctx, a, start, start + len(body), edit)
+
+
+def _lines(text: str) -> Iterator[tuple[int, int]]:
+    pos = 0
+    while pos < len(text):
+        nl = text.find("\n", pos)
+        end = len(text) if nl < 0 else nl + 1
+        yield pos, end
+        pos = end
+
+
+# -- environment.yml --------------------------------------------------------------------------------
+
+_YAML_ITEM = re.compile(r"^(?P<indent>[ \t]*)-[ \t]+(?P<body>.*?)[ \t]*(?:#.*)?$")
+_CONDA_CUDA = re.compile(r"^(?:[\w\-]+::)?(pytorch-cuda|cudatoolkit|cuda-toolkit|cuda-runtime|cuda-nvcc|"
+                         r"cuda-libraries(?:-dev)?|cudnn|nccl|cuda)(?:[\s=<>!]|$)")
+
+
+def check_conda(ctx: FileContext) -> Iterator[Finding]:
+    text = ctx.text
+    version = _rocm_version(ctx)
+    pip_indent: int | None = None
+    top_key = ""
+    for ls, le in _lines(text):
+        line = text[ls:le].rstrip("\r\n")
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip())
+        if indent == 0 and not line.startswith("-"):
+            top_key = line.split(":", 1)[0].strip()
+            pip_indent = None
+            continue
+        m = _YAML_ITEM.match(line)
+        if not m:
+            continue
+        body = m.group("body").strip().strip("\"'")
+        item_indent = len(m.group("indent"))
+        if pip_indent is not None and item_indent <= pip_indent:
+            pip_indent = None
+        if top_key == "channels":
+            if body == "nvidia":
+                yield ctx.finding("PRT810", "the nvidia channel serves CUDA packages only", ls + indent,
+                                  ls + len(line))
+            continue
+        if top_key != "dependencies":
+            continue
+        if body.rstrip(":") == "pip" and body.endswith(":"):
+            pip_indent = item_indent
+            continue
+        start = ls + line.index(m.group("body"))
+        if pip_indent is not None:
+            bstart = ls + line.index(body)
+            if body.startswith("-"):
+                om = re.match(r"(--index-url|--extra-index-url|-i|-f|--find-links)[ =]+(\S+)", body)
+                if om:
+                    new = rocm_url(om.group(2), version)
+                    if new is not None and not om.group(2).endswith("torch_stable.html"):
+                        vs = bstart + om.start(2)
+                        yield ctx.finding("PRT800", f"CUDA PyTorch wheel index {om.group(2)}: the ROCm {version} "
+                                          "index replaces it", vs, vs + len(om.group(2)), replacement=new,
+                                          fix=SAFE, fix_title=f"use {new}")
+                continue
+            try:
+                req = Requirement(body)
+            except InvalidRequirement:
+                continue
+            for a in assess(req, body, ctx):
+                if a.kind == "drop":
+                    edit = (ls, le, "")
+                elif a.kind == "replace":
+                    edit = (bstart, bstart + len(body), a.text)
+                else:
+                    edit = None
+                yield _finding(ctx, a, bstart, bstart + len(body), edit)
+            continue
+        if _CONDA_CUDA.match(body):
+            yield ctx.finding("PRT810", f"conda package {body} is a CUDA package: install torch from the ROCm "
+                              f"index with pip ({rocm_index(version)}) instead", start, start + len(body))
+
+
+# -- setup.py -----------------------------------------------------------------------------------------
+
+
+class SetupPyVisitor(PyVisitor):
+    """``setup(install_requires=[...], extras_require={...: [...]})`` in a setup.py."""
+
+    family = NAME
+
+    def __init__(self, ctx: PyContext) -> None:
+        super().__init__(ctx)
+        self.active = ctx.relpath == "setup.py" or ctx.relpath.endswith("/setup.py")
+        self._assigned: dict[str, cst.BaseExpression] = {}
+        self._used: list[cst.BaseExpression] = []
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if self.active and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            self._assigned[node.targets[0].target.value] = node.value
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.active:
+            return
+        func = node.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+        if name != "setup":
+            return
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value in ("install_requires", "extras_require",
+                                                                   "setup_requires"):
+                self._used.append(arg.value)
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        seen: set[int] = set()
+        self._torch: cst.SimpleString | None = None
+        self._has_torchao = False
+        for expr in self._used:
+            self._lists(expr, seen)
+        if self._torch is not None and not self._has_torchao and _needs_torchao(self.ctx):
+            start, end = self.span(self._torch)
+
+            def valid(new: str, req: str) -> bool:
+                import ast
+
+                try:
+                    ast.parse(new)
+                except SyntaxError:
+                    return False
+                return req in new
+
+            f = insert_after_item(self.ctx, start, end, self._torch.quote, valid)
+            if f is not None:
+                self.findings.append(f)
+
+    def _lists(self, expr: cst.BaseExpression, seen: set[int]) -> None:
+        if isinstance(expr, cst.Name) and expr.value in self._assigned:
+            expr = self._assigned[expr.value]
+        if id(expr) in seen:
+            return
+        seen.add(id(expr))
+        if isinstance(expr, cst.Dict):
+            for el in expr.elements:
+                if isinstance(el, cst.DictElement):
+                    self._lists(el.value, seen)
+        elif isinstance(expr, (cst.List, cst.Tuple)):
+            for el in expr.elements:
+                if isinstance(el, cst.Element) and isinstance(el.value, cst.SimpleString):
+                    self._item(el.value)
+
+    def _item(self, node: cst.SimpleString) -> None:
+        value = node.evaluated_value
+        if not isinstance(value, str):
+            return
+        try:
+            req = Requirement(value)
+        except InvalidRequirement:
+            return
+        start, end = self.span(node)
+        text = self.ctx.text
+        dist = canonicalize_name(req.name)
+        if dist == "torch" and self._torch is None and len(node.quote) == 1:
+            self._torch = node
+        self._has_torchao = self._has_torchao or dist == "torchao"
+        for a in assess(req, value, self.ctx):
+            if a.kind == "drop":
+                s, e = drop_item(text, start, end)
+                edit: tuple[int, int, str] | None = (s, e, "")
+            elif a.kind == "replace" and node.prefix == "" and node.quote not in a.text and "\\" not in a.text:
+                edit = (start, end, f"{node.quote}{a.text}{node.quote}")
+            else:
+                edit = None
+            self.findings.append(_finding(self.ctx, a, start, end, edit))
+
+
+FAMILY = Family(
+    name=NAME,
+    title="Dependencies: ROCm wheel index, CUDA pins and CUDA-only packages",
+    order=80,
+    rules=RULES,
+    tokens=(),
+    python=SetupPyVisitor,
+    checkers={
+        "requirements": check_requirements,
+        "pyproject": check_pyproject,
+        "setup-cfg": check_setup_cfg,
+        "conda": check_conda,
+    },
+    description="Points PyTorch wheel indexes at the ROCm index of the configured ROCm version, drops `+cuXXX` "
+    "labels from torch pins, removes CUDA-only packages the code no longer imports, and adds torchao where a "
+    "torchao rewrite was applied.",
+    verified="Fixture tests (tests/fixtures/dependencies) and tests/test_dependencies.py: rewritten "
+    "requirements parse with packaging, pyproject.toml still loads with tomllib, untouched lines stay "
+    "byte-identical, and drops depend on the import facts of the run.",
+    review="Check that the pinned torch version is published for the chosen ROCm version, and that nothing "
+    "loads a dropped package dynamically.",
+)
+
+__all__ = ["FAMILY", "RULES", "assess", "drop_item", "insert_after_item", "rocm_url"]

@@ -1,0 +1,599 @@
+"""Vendor-neutral device code: capability gates, vendor checks, TF32 and cuDNN flags.
+
+The playbook's second step: stop branching on vendor (or on NVIDIA compute-capability
+numbers, which AMD GPUs report too: MI250X 9.0, MI300X 9.4) and branch on capability.
+When a rewrite needs them, the capability functions live in one small module that porter
+adds to the target repository (the template is ``templates/porter_device.py``):
+
+- ``[tool.porter.devices] module = "porter_device"``: its dotted import name. The default is
+  a top-level module ``porter_device.py`` at the repository root, imported as
+  ``import porter_device``: that works for scripts run from the root and for tests run by
+  pytest from the root. A package should set ``module = "mypkg.porter_device"`` (the file
+  then goes to ``mypkg/porter_device.py`` and call sites use
+  ``from mypkg import porter_device``, which works from every file of the package).
+- ``path = "src/mypkg/porter_device.py"``: the file, when it is not the module name with dots
+  turned into slashes (``src/`` layouts).
+- ``import-style = "relative"``: import it as ``from .. import porter_device`` from files in
+  the module's own package (files outside that folder keep the absolute form).
+
+An existing file at that path is reused as it is (the engine never overwrites it).
+Call sites always use the module's name (``porter_device.supports_fp8()``), never a bare
+function name, so nothing in the file can be shadowed.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+import libcst as cst
+
+from porter.findings import Applicability, Category, Severity
+from porter.framework import Family, FileContext, PyContext, PyVisitor, rule
+from porter.pyimports import dotted
+
+NAME = "devices"
+TEMPLATE = "porter_device.py"
+DEFAULT_MODULE = "porter_device"
+
+
+# -- the capability module ----------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def template_text() -> str:
+    """The capability module porter adds to a target repository."""
+    return resources.files("porter.codemods").joinpath("templates", TEMPLATE).read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class DeviceModule:
+    """Where the capability module lives and how the file being fixed reaches it."""
+
+    module: str  # dotted import name ("porter_device", "mypkg.porter_device")
+    path: str  # file relative to the repository root
+    import_stmt: str  # the statement the fixed file needs
+    local: str  # the name call sites use
+
+    def call(self, function: str, args: str = "") -> str:
+        return f"{self.local}.{function}({args})"
+
+    @property
+    def new_files(self) -> tuple[tuple[str, str], ...]:
+        return ((self.path, template_text()),)
+
+
+def _absolute_import(module: str) -> tuple[str, str]:
+    pkg, _, name = module.rpartition(".")
+    if pkg:
+        return f"from {pkg} import {name}", name
+    return f"import {module}", module
+
+
+def device_module(ctx: FileContext) -> DeviceModule | None:
+    """The capability module for this file (None when the file *is* that module)."""
+    module = str(ctx.settings.option(NAME, "module", DEFAULT_MODULE) or DEFAULT_MODULE).strip()
+    if not all(part.isidentifier() for part in module.split(".")):
+        module = DEFAULT_MODULE
+    path = str(ctx.settings.option(NAME, "path", "") or module.replace(".", "/") + ".py")
+    path = posixpath.normpath(path.replace("\\", "/")).lstrip("/")
+    if ctx.relpath == path:
+        return None
+    stmt, local = _absolute_import(module)
+    style = str(ctx.settings.option(NAME, "import-style", "absolute"))
+    if style == "relative":
+        mod_dir = posixpath.dirname(path)
+        file_dir = posixpath.dirname(ctx.relpath)
+        name = posixpath.splitext(posixpath.basename(path))[0]
+        if mod_dir and (file_dir == mod_dir or file_dir.startswith(mod_dir + "/")):
+            depth = 0 if file_dir == mod_dir else file_dir[len(mod_dir) + 1 :].count("/") + 1
+            stmt, local = f"from {'.' * (depth + 1)} import {name}", name
+    return DeviceModule(module, path, stmt, local)
+
+
+# -- rules ---------------------------------------------------------------------------------------
+SAFE, UNSAFE, NONE = Applicability.SAFE, Applicability.UNSAFE, Applicability.NONE
+
+_AMD_CAPS = "AMD GPUs report a compute capability too: MI250X (gfx90a) 9.0, MI300X (gfx942) 9.4"
+
+RULES = (
+    rule("PRT700", "capability-gate", NAME,
+         "A feature gate on the CUDA compute capability (`get_device_capability`, `.major`/`.minor`).",
+         Category.SHIM, fix=SAFE, effort_hours=0.5,
+         explanation=f"{_AMD_CAPS}, so thresholds chosen for NVIDIA generations mean something else on AMD: "
+         "`major >= 9` (\"Hopper or newer\") is true on MI250X, which has no FP8. When the code says what it "
+         "gates (a bf16/fp8/tf32 name or dtype), porter replaces the test with the capability module's "
+         "`supports_bf16()`, `supports_fp8()` or `supports_tf32()`: a safe fix when the test gives the same "
+         "answer on every NVIDIA generation (checked exhaustively from sm_35 to sm_121), an unsafe one when it "
+         "differs on some NVIDIA part (the message names it). Otherwise the finding lists what the test "
+         "answers on A100, H100, MI250X and MI300X.",
+         example="```python\nuse_bf16 = torch.cuda.get_device_capability()[0] >= 8\n# becomes\n"
+         "use_bf16 = porter_device.supports_bf16()\n```"),
+    rule("PRT701", "device-name-check", NAME,
+         "A vendor or model test on the device name (`get_device_name()` substrings).",
+         Category.SHIM, fix=UNSAFE, effort_hours=0.5,
+         explanation="Device names are marketing strings: older NVIDIA parts are named \"Tesla V100-SXM2-16GB\" "
+         "without \"NVIDIA\", AMD parts \"AMD Instinct MI300X\". A vendor test becomes "
+         "`porter_device.is_nvidia()`/`is_amd()` (unsafe: it answers differently for names without the "
+         "vendor word). A model test (\"A100\", \"H100\") is flagged: gate on the capability you need."),
+    rule("PRT702", "cuda-version-check", NAME,
+         "`torch.version.cuda` used as a GPU or feature test (None on ROCm builds).",
+         Category.SHIM, fix=NONE, effort_hours=0.5,
+         explanation="`torch.version.cuda` is None on ROCm builds (and CPU builds); `torch.version.hip` is set "
+         "instead. Parsing it (`float(...)`, `version.parse(...)`, `.split('.')`) raises on ROCm. A truthiness "
+         "test treats a ROCm build as CPU-only. Use `torch.cuda.is_available()` for \"is there a GPU\", "
+         "`porter_device.is_rocm()`/`is_nvidia()` for vendor-specific code, and the `supports_*` functions "
+         "for features."),
+    rule("PRT710", "tf32-matmul-flag", NAME, "`torch.backends.cuda.matmul.allow_tf32`: reviewed for ROCm.",
+         Category.BENIGN, severity=Severity.INFO, effort_hours=0.0,
+         explanation="Portable: on ROCm the same flag selects XF32 in hipBLASLt, which exists on MI300-class "
+         "parts (gfx94x, gfx95x; `porter_device.supports_tf32()`) and is ignored elsewhere. Older ROCm builds "
+         "of PyTorch also required `HIPBLASLT_ALLOW_TF32=1`. Do not mix it with the newer "
+         "`fp32_precision` API: PyTorch raises when legacy and new TF32 settings are mixed."),
+    rule("PRT711", "cudnn-tf32-flag", NAME, "`torch.backends.cudnn.allow_tf32`: no effect on ROCm.",
+         Category.BENIGN, severity=Severity.INFO, effort_hours=0.0,
+         explanation="On ROCm `torch.backends.cudnn` drives MIOpen, whose convolutions do not use TF32 in "
+         "current releases: the flag is accepted and changes nothing. Convolution numerics on AMD are fp32."),
+    rule("PRT712", "cudnn-version-check", NAME, "`torch.backends.cudnn.version()`: the MIOpen version on ROCm.",
+         Category.SHIM, effort_hours=0.25,
+         explanation="On ROCm it returns MIOpen's version number, which is not comparable with cuDNN "
+         "versions; a gate such as `cudnn.version() >= 8900` means nothing there."),
+    rule("PRT713", "cudnn-flag", NAME, "`torch.backends.cudnn.benchmark/deterministic/enabled`: MIOpen on ROCm.",
+         Category.BENIGN, severity=Severity.INFO, effort_hours=0.0,
+         explanation="Portable. On ROCm, `benchmark=True` makes MIOpen search for the fastest kernels "
+         "(first iterations are slow; `MIOPEN_FIND_MODE` tunes it); `deterministic=True` is honoured by "
+         "MIOpen; `enabled=False` disables MIOpen."),
+    rule("PRT715", "cudnn-sdpa-backend", NAME, "cuDNN attention backend selected: not on ROCm.",
+         Category.SHIM, severity=Severity.INFO, effort_hours=0.25,
+         explanation="ROCm builds have no cuDNN SDPA backend; SDPA falls back to the flash (AOTriton/CK), "
+         "memory-efficient or math backends. Select those (or let SDPA dispatch) for portable code."),
+)
+
+# -- capability arithmetic ---------------------------------------------------------------------
+# Every NVIDIA compute capability PyTorch has supported (sm_35 ... sm_121): a rewrite is safe
+# only when the original test and the capability function agree on all of them.
+NVIDIA_CAPS: tuple[tuple[int, int], ...] = (
+    (3, 5), (3, 7), (5, 0), (5, 2), (5, 3), (6, 0), (6, 1), (6, 2), (7, 0), (7, 2), (7, 5),
+    (8, 0), (8, 6), (8, 7), (8, 9), (9, 0), (10, 0), (10, 1), (10, 3), (11, 0), (12, 0), (12, 1),
+)
+REFERENCE: tuple[tuple[str, tuple[int, int]], ...] = (
+    ("A100", (8, 0)), ("H100", (9, 0)), ("MI250X/gfx90a", (9, 0)), ("MI300X/gfx942", (9, 4)),
+)
+_NV_NAMES = {(7, 0): "V100", (7, 5): "T4", (8, 0): "A100", (8, 6): "A10/RTX 30", (8, 9): "L4/RTX 40",
+             (9, 0): "H100", (10, 0): "B200", (12, 0): "RTX 50"}
+
+# feature -> (capability-module function, its answer on an NVIDIA (major, minor))
+FEATURES = {
+    "bf16": ("supports_bf16", lambda c: c[0] >= 8),
+    "tf32": ("supports_tf32", lambda c: c[0] >= 8),
+    "fp8": ("supports_fp8", lambda c: c >= (8, 9)),
+}
+_INTENT = {
+    "bf16": re.compile(r"bf16|bfloat16"),
+    "fp8": re.compile(r"fp8|float8|e4m3|e5m2"),
+    "tf32": re.compile(r"tf32"),
+}
+_OPS = {
+    cst.GreaterThanEqual: (">=", lambda a, b: a >= b), cst.GreaterThan: (">", lambda a, b: a > b),
+    cst.LessThanEqual: ("<=", lambda a, b: a <= b), cst.LessThan: ("<", lambda a, b: a < b),
+    cst.Equal: ("==", lambda a, b: a == b), cst.NotEqual: ("!=", lambda a, b: a != b),
+}
+_FLIP = {">=": "<=", ">": "<", "<=": ">=", "<": ">", "==": "==", "!=": "!="}
+_BY_SYMBOL = {sym: fn for sym, fn in _OPS.values()}
+
+
+def intent_of(text: str) -> str | None:
+    """The single feature a piece of code talks about (bf16, fp8, tf32), else None."""
+    low = text.lower()
+    found = [k for k, pat in _INTENT.items() if pat.search(low)]
+    return found[0] if len(found) == 1 else None
+
+
+@dataclass(frozen=True)
+class Gate:
+    """``<capability value> <op> <literal>`` in normal form (value on the left)."""
+
+    kind: str  # "cap" (the (major, minor) tuple), "major" or "minor"
+    op: str
+    literal: tuple[int, ...] | int
+
+    def evaluate(self, cap: tuple[int, int]) -> bool:
+        value: tuple[int, ...] | int = cap if self.kind == "cap" else cap[0] if self.kind == "major" else cap[1]
+        literal = self.literal
+        if self.kind == "cap" and isinstance(literal, int):
+            literal = (literal,)
+        if isinstance(value, tuple) and isinstance(literal, tuple) and self.op in ("==", "!="):
+            return _BY_SYMBOL[self.op](value, literal)
+        return bool(_BY_SYMBOL[self.op](value, literal))
+
+    def nvidia_mismatch(self, feature: str) -> tuple[bool, list[tuple[int, int]]]:
+        """(negated, NVIDIA capabilities where the test and the feature function disagree)."""
+        truth = FEATURES[feature][1]
+        same = [c for c in NVIDIA_CAPS if self.evaluate(c) != truth(c)]
+        opposite = [c for c in NVIDIA_CAPS if self.evaluate(c) == truth(c)]
+        if len(opposite) < len(same):
+            return True, opposite
+        return False, same
+
+    def table(self) -> str:
+        return ", ".join(f"{name} {'true' if self.evaluate(cap) else 'false'}" for name, cap in REFERENCE)
+
+
+def _literal(node: cst.BaseExpression) -> tuple[int, ...] | int | None:
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    if isinstance(node, cst.Tuple) and node.elements:
+        vals = [_literal(el.value) for el in node.elements]
+        if all(isinstance(v, int) for v in vals):
+            return tuple(v for v in vals if isinstance(v, int))
+    return None
+
+
+_VENDOR_WORDS = {"nvidia": "nvidia", "geforce": "nvidia", "tesla": "nvidia", "quadro": "nvidia",
+                 "amd": "amd", "radeon": "amd", "instinct": "amd"}
+_PARSERS = {"float", "int", "tuple", "packaging.version.parse", "packaging.version.Version",
+            "distutils.version.LooseVersion", "pkg_resources.parse_version", "version.parse"}
+
+
+@dataclass
+class _Candidate:
+    node: cst.Comparison
+    scope: int
+    context: str  # text the intent is read from
+
+
+class DevicesVisitor(PyVisitor):
+    family = NAME
+
+    def __init__(self, ctx: PyContext) -> None:
+        super().__init__(ctx)
+        self._scopes: list[int] = [0]
+        self._fn_names: list[str] = []
+        # (name, scope) -> (assigned value, tuple index or None)
+        self._assigns: dict[tuple[str, int], tuple[cst.BaseExpression, int | None]] = {}
+        self._stores: dict[tuple[str, int], int] = {}
+        self._context: dict[int, str] = {}  # id(comparison) -> intent text
+        self._candidates: list[_Candidate] = []
+        self._seen_version: set[int] = set()
+        self.dm = device_module(ctx)
+
+    # -- scopes and contexts ----------------------------------------------------------------------
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._scopes.append(id(node))
+        self._fn_names.append(node.name.value)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._scopes.pop()
+        self._fn_names.pop()
+
+    def _mark(self, expr: cst.BaseExpression | None, context: str) -> None:
+        """Give every comparison reachable through and/or/not/parentheses this intent context."""
+        if expr is None:
+            return
+        if isinstance(expr, cst.Comparison):
+            self._context.setdefault(id(expr), context)
+        elif isinstance(expr, cst.BooleanOperation):
+            self._mark(expr.left, context)
+            self._mark(expr.right, context)
+        elif isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+            self._mark(expr.expression, context)
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self._mark(node.test, self.code(node.msg) if node.msg is not None else "")
+
+    def visit_Return(self, node: cst.Return) -> None:
+        self._mark(node.value, self._fn_names[-1] if self._fn_names else "")
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._mark(node.value, " ".join(self.code(t.target) for t in node.targets))
+        self._track(node.targets[0].target if len(node.targets) == 1 else None, node.value)
+        for t in node.targets:
+            self._count_stores(t.target)
+        self._flag_assignment(node.targets, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._mark(node.value, self.code(node.target))
+        self._track(node.target, node.value)
+        self._count_stores(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._count_stores(node.target, 2)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._count_stores(node.target, 2)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self._stores[(node.name.value, self._scopes[-1])] = 2
+
+    def _count_stores(self, target: cst.BaseExpression, n: int = 1) -> None:
+        names = [target] if isinstance(target, cst.Name) else [
+            el.value for el in target.elements if isinstance(el.value, cst.Name)
+        ] if isinstance(target, (cst.Tuple, cst.List)) else []
+        for name in names:
+            if isinstance(name, cst.Name):
+                key = (name.value, self._scopes[-1])
+                self._stores[key] = self._stores.get(key, 0) + n
+
+    # -- where capability values come from ------------------------------------------------------
+    # Assignments are recorded as written and resolved when the module has been read, so a
+    # name counts only when it is stored exactly once in its scope (or at module level).
+    def _track(self, target: cst.BaseExpression | None, value: cst.BaseExpression | None) -> None:
+        if target is None or value is None:
+            return
+        scope = self._scopes[-1]
+        if isinstance(target, cst.Name):
+            self._assigns[(target.value, scope)] = (value, None)
+        elif isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
+            for i, el in enumerate(target.elements):
+                if isinstance(el.value, cst.Name):
+                    self._assigns[(el.value.value, scope)] = (value, i)
+
+    def _name(self, name: str, scope: int, depth: int) -> tuple[str, cst.Call] | None:
+        for sc in dict.fromkeys((scope, 0)):
+            key = (name, sc)
+            if key in self._assigns:
+                if self._stores.get(key, 0) != 1:
+                    return None
+                value, index = self._assigns[key]
+                src = self._resolve(value, sc, depth + 1)
+                if index is None:
+                    return src
+                if src is not None and src[0] == "cap":
+                    return ("major" if index == 0 else "minor"), src[1]
+                return None
+        return None
+
+    def _resolve(self, expr: cst.BaseExpression, scope: int, depth: int = 0) -> tuple[str, cst.Call] | None:
+        """("cap"|"major"|"minor"|"props"|"name", torch.cuda call) for a capability-valued expression."""
+        if depth > 4:
+            return None
+        if isinstance(expr, cst.Name):
+            return self._name(expr.value, scope, depth)
+        if isinstance(expr, cst.Call):
+            q = self.qualname(expr.func)
+            if q == "torch.cuda.get_device_capability":
+                return "cap", expr
+            if q == "torch.cuda.get_device_properties":
+                return "props", expr
+            if q == "torch.cuda.get_device_name":
+                return "name", expr
+            if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("lower", "upper", "strip") \
+                    and not expr.args:
+                inner = self._resolve(expr.func.value, scope, depth + 1)
+                if inner is not None and inner[0] == "name":
+                    return inner
+            return None
+        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+            idx = expr.slice[0].slice
+            base = self._resolve(expr.value, scope, depth + 1)
+            if base is not None and base[0] == "cap" and isinstance(idx, cst.Index) and \
+                    isinstance(idx.value, cst.Integer) and idx.value.evaluated_value in (0, 1):
+                return ("major" if idx.value.evaluated_value == 0 else "minor"), base[1]
+            return None
+        if isinstance(expr, cst.Attribute):
+            base = self._resolve(expr.value, scope, depth + 1)
+            if base is not None and base[0] == "props" and expr.attr.value in ("major", "minor", "name"):
+                return expr.attr.value, base[1]
+            return None
+        if isinstance(expr, cst.Tuple) and len(expr.elements) == 2:
+            parts = [self._resolve(el.value, scope, depth + 1) for el in expr.elements]
+            if parts[0] is not None and parts[1] is not None and parts[0][0] == "major" \
+                    and parts[1][0] == "minor" and parts[0][1] is parts[1][1]:
+                return "cap", parts[0][1]
+        return None
+
+    # -- comparisons ------------------------------------------------------------------------------
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        if len(node.comparisons) != 1:
+            return
+        self._candidates.append(_Candidate(node, self._scopes[-1], self._context.get(id(node), "")))
+        self._version_compare(node)
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for cand in self._candidates:
+            self._decide(cand)
+
+    def _decide(self, cand: _Candidate) -> None:
+        node = cand.node
+        comp = node.comparisons[0]
+        left, right = node.left, comp.comparator
+        if isinstance(comp.operator, (cst.In, cst.NotIn)):
+            src = self._resolve(right, cand.scope)
+            if src is not None and src[0] == "name":
+                self._name_check(node, left, src[1], negated=isinstance(comp.operator, cst.NotIn))
+            return
+        op = _OPS.get(type(comp.operator))
+        if op is None:
+            return
+        symbol = op[0]
+        src = self._resolve(left, cand.scope)
+        lit = _literal(right)
+        if src is None or lit is None:
+            src, lit = self._resolve(right, cand.scope), _literal(left)
+            symbol = _FLIP[symbol]
+        if src is None or lit is None:
+            if src is None:
+                s2 = self._resolve(left, cand.scope) or self._resolve(right, cand.scope)
+                other = right if self._resolve(left, cand.scope) else left
+                if s2 is not None and s2[0] == "name" and isinstance(comp.operator, (cst.Equal, cst.NotEqual)):
+                    self._name_check(node, other, s2[1], negated=isinstance(comp.operator, cst.NotEqual),
+                                     exact=True)
+            return
+        kind, call = src
+        if kind not in ("cap", "major", "minor"):
+            return
+        if kind == "major" and isinstance(lit, tuple) or kind == "cap" and isinstance(lit, int) and symbol in ("==", "!="):
+            return
+        gate = Gate(kind, symbol, lit)
+        self._report_gate(node, gate, call, cand.context)
+
+    def _report_gate(self, node: cst.Comparison, gate: Gate, call: cst.Call, context: str) -> None:
+        shown = self.code(node)
+        table = gate.table()
+        feature = intent_of(context)
+        base = f"capability gate `{shown}`: {table}; {_AMD_CAPS}"
+        if feature is None or gate.kind == "minor" or self.dm is None:
+            why = ("it does not say which feature it gates (name the bf16/fp8/tf32 flag, or call a "
+                   "porter_device.supports_* function)" if feature is None else
+                   "it tests the minor version alone" if gate.kind == "minor" else
+                   "this file is the capability module")
+            self.report(node, "PRT700", f"{base}; not rewritten: {why}", fix=NONE,
+                        data={"gate": shown, "feature": feature})
+            return
+        fn, _truth = FEATURES[feature]
+        negated, mismatch = gate.nvidia_mismatch(feature)
+        args = ", ".join(self.code(a) for a in call.args)
+        replacement = ("not " if negated else "") + self.dm.call(fn, args)
+        if mismatch:
+            names = ", ".join(f"sm_{a}{b}" + (f" ({_NV_NAMES[(a, b)]})" if (a, b) in _NV_NAMES else "")
+                              for a, b in mismatch)
+            level = UNSAFE
+            note = (f"; unsafe: on NVIDIA it answers differently from the original test on {names} "
+                    f"(porter_device.{fn} follows the hardware)")
+        else:
+            level, note = SAFE, "; the same answer on every NVIDIA generation"
+        self.report(node, "PRT700", f"{base}; gates {feature}: use porter_device.{fn}(){note}",
+                    replacement=replacement, fix=level, add_imports=(self.dm.import_stmt,),
+                    new_files=self.dm.new_files, data={"gate": shown, "feature": feature})
+
+    def _name_check(self, node: cst.Comparison, needle: cst.BaseExpression, call: cst.Call, *,
+                    negated: bool, exact: bool = False) -> None:
+        text = _str(needle)
+        if text is None:
+            return
+        low = text.lower().strip()
+        vendor = _VENDOR_WORDS.get(low)
+        if vendor is not None and not exact and self.dm is not None:
+            fn = "is_nvidia" if vendor == "nvidia" else "is_amd"
+            args = ""
+            rep = ("not " if negated else "") + self.dm.call(fn, args)
+            other = "\"Tesla V100-SXM2-16GB\" or \"GeForce GTX 1080\"" if vendor == "nvidia" else \
+                "names without \"AMD\" (e.g. \"Device 74a1\" on some ROCm drivers)"
+            self.report(node, "PRT701", f"vendor test on the device name ({text!r}): use porter_device.{fn}(); "
+                        f"unsafe: the name test answers differently for {other}, and this checks the "
+                        "current device only", replacement=rep, fix=UNSAFE,
+                        add_imports=(self.dm.import_stmt,), new_files=self.dm.new_files)
+            return
+        hint = ("use porter_device.supports_fp8()/supports_bf16() for features, porter_device.gpu_arch() "
+                "for architecture-specific tuning")
+        self.report(node, "PRT701", f"model test on the device name ({text!r}) is never true on AMD "
+                    f"(names like \"AMD Instinct MI300X\"); {hint}", fix=NONE)
+
+    # -- torch.version.cuda ----------------------------------------------------------------------
+    def _is_cuda_version(self, expr: cst.BaseExpression) -> bool:
+        return self.qualname(expr) == "torch.version.cuda"
+
+    def _version_compare(self, node: cst.Comparison) -> None:
+        comp = node.comparisons[0]
+        for side in (node.left, comp.comparator):
+            if self._is_cuda_version(side) and id(side) not in self._seen_version:
+                self._seen_version.add(id(side))
+                if isinstance(comp.operator, (cst.Is, cst.IsNot)):
+                    self._version_test(side, "an `is None` test")
+                else:
+                    self.report(side, "PRT702", "torch.version.cuda compared as a version: it is None on ROCm "
+                                "builds (the comparison is False or raises TypeError); gate on the feature "
+                                "(porter_device.supports_*) or on torch.version.hip", fix=NONE,
+                                severity=Severity.ERROR)
+
+    def _version_test(self, node: cst.BaseExpression, what: str) -> None:
+        self.report(node, "PRT702", f"torch.version.cuda used as {what}: None on ROCm builds, so ROCm is "
+                    "treated like a CPU-only build; use torch.cuda.is_available() for \"has a GPU\", "
+                    "porter_device.is_nvidia() for NVIDIA-only code", fix=NONE)
+
+    def visit_If(self, node: cst.If) -> None:
+        self._mark(node.test, self.ctx.code_for(node.body))
+        self._truthy(node.test)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._truthy(node.test)
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
+        self._truthy(node.left)
+        self._truthy(node.right)
+
+    def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
+        if isinstance(node.operator, cst.Not):
+            self._truthy(node.expression)
+
+    def _truthy(self, expr: cst.BaseExpression) -> None:
+        if self._is_cuda_version(expr) and id(expr) not in self._seen_version:
+            self._seen_version.add(id(expr))
+            self._version_test(expr, "a truth value")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        q = self.qualname(node.func)
+        func_name = q or (dotted(node.func) or "")
+        if node.args and self._is_cuda_version(node.args[0].value) and (
+            func_name in _PARSERS or func_name.endswith(("version.parse", "Version", "LooseVersion"))
+        ):
+            arg = node.args[0].value
+            self._seen_version.add(id(arg))
+            self.report(node, "PRT702", f"{self.code(node)} raises on ROCm builds (torch.version.cuda is None); "
+                        "gate on the feature (porter_device.supports_*) or read torch.version.hip there",
+                        fix=NONE, severity=Severity.ERROR)
+        elif isinstance(node.func, cst.Attribute) and self._is_cuda_version(node.func.value):
+            self._seen_version.add(id(node.func.value))
+            self.report(node, "PRT702", f"{self.code(node)} raises AttributeError on ROCm builds "
+                        "(torch.version.cuda is None)", fix=NONE, severity=Severity.ERROR)
+        elif q == "torch.backends.cudnn.version":
+            self.report(node, "PRT712", "torch.backends.cudnn.version() is the MIOpen version on ROCm; "
+                        "comparisons with cuDNN version numbers mean nothing there", fix=NONE)
+        elif q == "torch.backends.cuda.enable_cudnn_sdp":
+            self.report(node, "PRT715", "enable_cudnn_sdp: ROCm has no cuDNN attention backend; SDPA uses "
+                        "flash (AOTriton/CK), memory-efficient or math kernels there", fix=NONE)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "CUDNN_ATTENTION" and (self.qualname(node) or "").endswith("SDPBackend.CUDNN_ATTENTION"):
+            self.report(node, "PRT715", "SDPBackend.CUDNN_ATTENTION does not exist as a kernel on ROCm; list "
+                        "FLASH_ATTENTION/EFFICIENT_ATTENTION too so SDPA has a portable backend", fix=NONE)
+
+    # -- flags ------------------------------------------------------------------------------------
+    def _flag_assignment(self, targets: tuple[cst.AssignTarget, ...] | list, value: cst.BaseExpression) -> None:
+        for t in targets:
+            q = self.qualname(t.target)
+            if q == "torch.backends.cuda.matmul.allow_tf32":
+                self.report(t.target, "PRT710", "allow_tf32 kept: on ROCm it selects XF32 in hipBLASLt on "
+                            "MI300-class GPUs (gfx94x/gfx95x, porter_device.supports_tf32()) and is ignored "
+                            "elsewhere; older ROCm builds of PyTorch also need HIPBLASLT_ALLOW_TF32=1; do not "
+                            "mix with the fp32_precision API", fix=NONE)
+            elif q == "torch.backends.cudnn.allow_tf32":
+                self.report(t.target, "PRT711", "cudnn.allow_tf32 kept: on ROCm it reaches MIOpen, whose "
+                            "convolutions do not use TF32 in current releases (no effect)", fix=NONE)
+            elif q in ("torch.backends.cudnn.benchmark", "torch.backends.cudnn.deterministic",
+                       "torch.backends.cudnn.enabled"):
+                attr = q.rsplit(".", 1)[1]
+                meaning = {"benchmark": "MIOpen searches for the fastest kernels (slow first iterations; "
+                           "MIOPEN_FIND_MODE tunes it)", "deterministic": "honoured by MIOpen",
+                           "enabled": "switches MIOpen"}[attr]
+                self.report(t.target, "PRT713", f"cudnn.{attr} kept: on ROCm {meaning}", fix=NONE)
+
+
+def _str(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        try:
+            v = node.evaluated_value
+        except Exception:  # noqa: BLE001
+            return None
+        return v if isinstance(v, str) else None
+    return None
+
+
+FAMILY = Family(
+    name=NAME,
+    title="Vendor-neutral device code: capability gates, vendor checks, TF32/cuDNN flags",
+    order=60,
+    rules=RULES,
+    tokens=("get_device_capability", "get_device_properties", "get_device_name", "version.cuda",
+            "allow_tf32", "cudnn", "CUDNN_ATTENTION"),
+    python=DevicesVisitor,
+    description="Replaces compute-capability gates that name the feature they gate (bf16, fp8, tf32) with "
+    "the capability module's `supports_*()` functions, which are right on NVIDIA and AMD, and adds that "
+    "module (`porter_device.py` by default) to the repository.",
+    verified="Fixture tests (tests/fixtures/devices); every gate rewrite is checked against all NVIDIA "
+    "compute capabilities (sm_35...sm_121); tests/test_devices.py executes the capability module against "
+    "mocked A100, H100, MI250X and MI300X properties.",
+    review="Gates porter could not attribute to a feature are listed with their answers on A100, H100, "
+    "MI250X and MI300X: decide what each one means.",
+)

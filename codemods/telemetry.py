@@ -1,0 +1,586 @@
+"""GPU telemetry: pynvml calls, nvidia-smi parsing, NVTX markers.
+
+pynvml (nvidia-ml-py) only talks to NVIDIA's driver. PyTorch's own telemetry helpers
+(``torch.cuda.mem_get_info``, ``utilization``, ``memory_usage``, ``power_draw``,
+``temperature``, ``clock_rate``, ``get_device_name``) use pynvml on NVIDIA and amdsmi on ROCm,
+so they are the portable route (python-rewrites spec §6). What differs:
+
+- device indices: NVML's are physical, torch's follow ``CUDA_VISIBLE_DEVICES`` /
+  ``HIP_VISIBLE_DEVICES`` (trap 24), so every rewrite that carries a handle's index, and
+  ``nvmlDeviceGetCount``, is an *unsafe* fix;
+- values on AMD are close relatives, not the same counters: utilization and memory activity
+  are amdsmi activity counters, temperature is the junction (hotspot) sensor, used memory has
+  MB granularity (trap 23);
+- ``torch.cuda.power_draw`` is mW on NVIDIA and **W** on ROCm: porter never emits it bare but
+  calls ``porter_device.power_draw_mw`` from the capability module, which normalises to mW.
+
+The rewrite is all-or-nothing per file: when one pynvml use has no equivalent (process
+lists, ECC, ``except pynvml.NVMLError``, a handle that leaves the file's sight), no call in
+that file is rewritten, because the remaining pynvml code would still need ``nvmlInit`` and
+NVML handles. Each finding then says which use blocked it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from porter.findings import Applicability, Category, Severity
+from porter.framework import Family, PyContext, PyVisitor, rule
+from porter.pyimports import dotted
+
+from .devices import DeviceModule, device_module
+
+NAME = "telemetry"
+SAFE, UNSAFE, NONE = Applicability.SAFE, Applicability.UNSAFE, Applicability.NONE
+
+_VIS = ("NVML indices are physical GPUs, torch indices are relative to CUDA_VISIBLE_DEVICES/"
+        "HIP_VISIBLE_DEVICES: identical only when no visibility mask is set")
+
+RULES = (
+    rule("PRT730", "nvml-init-shutdown", NAME, "`pynvml.nvmlInit()` / `nvmlShutdown()`: not needed by torch.cuda telemetry.",
+         Category.SHIM, severity=Severity.INFO, fix=SAFE, effort_hours=0.1,
+         explanation="torch.cuda's telemetry helpers initialise NVML (NVIDIA) or amdsmi (ROCm) themselves. "
+         "The statement is removed when every other pynvml use in the file is rewritten; its fix is as "
+         "safe as the least safe of those rewrites."),
+    rule("PRT731", "nvml-device-count", NAME, "`nvmlDeviceGetCount()` → `torch.cuda.device_count()`.",
+         Category.SHIM, fix=UNSAFE, effort_hours=0.25,
+         explanation=f"Unsafe: {_VIS} (spec §9 trap 24)."),
+    rule("PRT732", "nvml-device-handle", NAME, "`nvmlDeviceGetHandleByIndex(i)`: the handle becomes the torch index `i`.",
+         Category.SHIM, fix=UNSAFE, effort_hours=0.25,
+         explanation=f"Unsafe: {_VIS}. Rewritten only when the handle is a plain variable whose every use is "
+         "a rewritten pynvml call in the same file."),
+    rule("PRT733", "nvml-memory-info", NAME, "`nvmlDeviceGetMemoryInfo(h)` → `torch.cuda.mem_get_info` / `device_memory_used`.",
+         Category.SHIM, fix=SAFE, effort_hours=0.25,
+         explanation="`.free`/`.total` come from cudaMemGetInfo/hipMemGetInfo (bytes, exact). `.used` is "
+         "`torch.cuda.device_memory_used` (NVML on NVIDIA; amdsmi `vram_used` in MiB on AMD: approximate, "
+         "so unsafe). A stored result becomes `porter_device.memory_info(i)` (fields free, total, used)."),
+    rule("PRT734", "nvml-utilization", NAME, "`nvmlDeviceGetUtilizationRates(h)` → `torch.cuda.utilization` / `memory_usage`.",
+         Category.SHIM, fix=UNSAFE, effort_hours=0.25,
+         explanation="Unsafe: on AMD these read amdsmi `gfx_activity` / `umc_activity`, activity counters "
+         "that approximate NVML's percentages (spec §9 trap 23)."),
+    rule("PRT735", "nvml-power-usage", NAME, "`nvmlDeviceGetPowerUsage(h)` (mW) → `porter_device.power_draw_mw(i)`.",
+         Category.SHIM, fix=UNSAFE, effort_hours=0.25,
+         explanation="Unit trap: `torch.cuda.power_draw` is mW on NVIDIA and W on ROCm (0 when amdsmi says "
+         "N/A). The capability module's `power_draw_mw` multiplies by 1000 on ROCm. Unsafe: AMD reports "
+         "socket power, averaged differently."),
+    rule("PRT736", "nvml-temperature", NAME, "`nvmlDeviceGetTemperature(h, NVML_TEMPERATURE_GPU)` → `torch.cuda.temperature(i)`.",
+         Category.SHIM, fix=UNSAFE, effort_hours=0.25,
+         explanation="Unsafe: AMD reports the junction (hotspot) sensor, hotter than NVIDIA's die sensor."),
+    rule("PRT737", "nvml-clock-info", NAME, "`nvmlDeviceGetClockInfo(h, NVML_CLOCK_SM)` → `torch.cuda.clock_rate(i)`.",
+         Category.SHIM, fix=UNSAFE, effort_hours=0.25,
+         explanation="Unsafe: AMD reports the GFX clock, 0 when unavailable. Other clock types are flagged."),
+    rule("PRT738", "nvml-device-name", NAME, "`nvmlDeviceGetName(h)` → `torch.cuda.get_device_name(i)`.",
+         Category.SHIM, fix=SAFE, effort_hours=0.1,
+         explanation="Returns `str` (old pynvml returned bytes; a direct `.decode()` is dropped). On AMD the "
+         "marketing name, e.g. \"AMD Instinct MI300X\"."),
+    rule("PRT739", "nvml-unsupported", NAME, "A pynvml use with no torch.cuda equivalent.",
+         Category.SHIM, fix=NONE, effort_hours=1.0,
+         explanation="Process lists, ECC, NVLink, clocks and limits setters, MIG, driver versions, "
+         "`pynvml.NVMLError` handlers: port by hand to amdsmi (`amdsmi_get_gpu_process_list`, "
+         "`amdsmi_get_gpu_ecc_count`...) behind `porter_device.is_rocm()`, or drop the feature."),
+    rule("PRT740", "nvidia-smi-subprocess", NAME, "`nvidia-smi` run in a subprocess (absent on AMD machines).",
+         Category.SHIM, fix=NONE, effort_hours=1.0,
+         explanation="The portable replacement for the queried fields is printed in the message "
+         "(`torch.cuda.mem_get_info`, `utilization`, `temperature`, `porter_device.power_draw_mw`...). "
+         "On AMD the command-line tool is `amd-smi` (or the older `rocm-smi`), with different flags and output."),
+    rule("PRT745", "torch-nvtx", NAME, "`torch.cuda.nvtx` markers: kept, they work on ROCm.",
+         Category.BENIGN, severity=Severity.INFO, fix=NONE, effort_hours=0.0,
+         explanation="ROCm builds of PyTorch map NVTX ranges to roctx, so the markers reach rocprof. A build "
+         "without the binding raises `RuntimeError`; `torch.profiler.record_function` is the "
+         "vendor-neutral alternative when the markers are only for the PyTorch profiler."),
+    rule("PRT746", "nvtx-package", NAME, "The standalone `nvtx` package: NVIDIA-only markers.",
+         Category.SHIM, fix=NONE, effort_hours=0.25,
+         explanation="`nvtx.annotate`/`push_range` reach Nsight only; on AMD they are no-ops. Use "
+         "`torch.cuda.nvtx.range` (mapped to roctx on ROCm) or `torch.profiler.record_function`."),
+)
+
+# pynvml name -> (rule code, base applicability) for calls porter can rewrite
+_DIRECT = {
+    "nvmlInit": "PRT730", "nvmlInitWithFlags": "PRT730", "nvmlShutdown": "PRT730",
+    "nvmlDeviceGetCount": "PRT731", "nvmlDeviceGetHandleByIndex": "PRT732",
+    "nvmlDeviceGetMemoryInfo": "PRT733", "nvmlDeviceGetUtilizationRates": "PRT734",
+    "nvmlDeviceGetPowerUsage": "PRT735", "nvmlDeviceGetTemperature": "PRT736",
+    "nvmlDeviceGetClockInfo": "PRT737", "nvmlDeviceGetName": "PRT738",
+}
+_HINTS = {
+    "nvmlSystemGetDriverVersion": "on ROCm report torch.version.hip (or amdsmi_get_gpu_driver_info)",
+    "nvmlSystemGetCudaDriverVersion": "on ROCm report torch.version.hip",
+    "nvmlDeviceGetCudaComputeCapability": "use porter_device.gpu_arch()/supports_* instead of capability numbers",
+    "nvmlDeviceGetComputeRunningProcesses": "amdsmi_get_gpu_process_list on ROCm",
+    "nvmlDeviceGetGraphicsRunningProcesses": "amdsmi_get_gpu_process_list on ROCm",
+    "nvmlDeviceGetUUID": "torch.cuda.get_device_properties(i).uuid (torch >= 2.1)",
+    "nvmlDeviceGetPowerManagementLimit": "amdsmi_get_power_cap_info on ROCm",
+    "nvmlDeviceGetEnforcedPowerLimit": "amdsmi_get_power_cap_info on ROCm",
+    "nvmlDeviceGetTotalEccErrors": "amdsmi_get_gpu_ecc_count on ROCm",
+    "nvmlDeviceGetPciInfo": "torch.cuda.get_device_properties(i).pci_bus_id (torch >= 2.6)",
+}
+_TEMP_OK = {"pynvml.NVML_TEMPERATURE_GPU"}
+_CLOCK_OK = {"pynvml.NVML_CLOCK_SM"}
+_MEM_FIELDS = {"free": 0, "total": 1}
+_UTIL_FIELDS = {"gpu": "utilization", "memory": "memory_usage"}
+
+
+def _pynvml_fn(qual: str | None) -> str | None:
+    if qual and qual.startswith("pynvml."):
+        return qual[len("pynvml."):]
+    return None
+
+
+@dataclass
+class _Site:
+    """One rewritable pynvml call (or statement) and its replacement."""
+
+    node: cst.CSTNode  # range replaced
+    code: str
+    message: str
+    replacement: str | None
+    fix: Applicability
+    edits_override: tuple[int, int, str] | None = None  # raw (start, end, text) edit
+    needs_torch: bool = False
+    needs_module: bool = False
+
+
+@dataclass
+class _State:
+    calls: list[cst.Call] = field(default_factory=list)  # every pynvml call
+    attr_of: dict[int, cst.Attribute] = field(default_factory=dict)  # id(call) -> `.field` parent
+    decode_of: dict[int, cst.Call] = field(default_factory=dict)  # id(call) -> `.decode()` parent
+    stmt_of: dict[int, cst.SimpleStatementLine | cst.SimpleStatementSuite] = field(default_factory=dict)
+    sole_stmt: set[int] = field(default_factory=set)  # statement is the only one in its block
+    assigned: dict[int, str] = field(default_factory=dict)  # id(call) -> target name of `x = call`
+    targets: dict[str, int] = field(default_factory=dict)  # name -> number of store sites
+    loads: dict[str, list[cst.Name]] = field(default_factory=dict)
+    attr_loads: dict[str, set[str]] = field(default_factory=dict)  # name -> fields read as name.X
+    refs: list[cst.CSTNode] = field(default_factory=list)  # pynvml references outside calls' func
+
+
+class TelemetryVisitor(PyVisitor):
+    family = NAME
+
+    def __init__(self, ctx: PyContext) -> None:
+        super().__init__(ctx)
+        self.s = _State()
+        self._skip: set[int] = set()
+        self._in_import = 0
+        self._block_sizes: list[int] = []
+        self.has_pynvml = any(b.target == "pynvml" or b.target.startswith("pynvml.")
+                              for b in ctx.imports.statements)
+
+    # -- bookkeeping ----------------------------------------------------------------------
+    def visit_Import(self, node: cst.Import) -> None:
+        self._in_import += 1
+        for alias in node.names:
+            if dotted(alias.name) == "nvtx":
+                self.report(alias, "PRT746", "import of the nvtx package: NVTX markers reach Nsight only; use "
+                            "torch.cuda.nvtx (roctx on ROCm) or torch.profiler.record_function", fix=NONE)
+
+    def leave_Import(self, original_node: cst.Import) -> None:
+        self._in_import -= 1
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self._in_import += 1
+        if node.module is not None and not node.relative and dotted(node.module) == "nvtx":
+            self.report(node, "PRT746", "import of the nvtx package: NVTX markers reach Nsight only; use "
+                        "torch.cuda.nvtx (roctx on ROCm) or torch.profiler.record_function", fix=NONE)
+
+    def leave_ImportFrom(self, original_node: cst.ImportFrom) -> None:
+        self._in_import -= 1
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        for stmt in node.body:
+            if isinstance(stmt, cst.SimpleStatementLine) and len(node.body) == 1:
+                self.s.sole_stmt.add(id(stmt))
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        if len(node.body) == 1 and isinstance(node.body[0], cst.Expr) and isinstance(node.body[0].value, cst.Call):
+            self.s.stmt_of[id(node.body[0].value)] = node
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        if len(node.body) == 1 and isinstance(node.body[0], cst.Expr) and isinstance(node.body[0].value, cst.Call):
+            self.s.stmt_of[id(node.body[0].value)] = node
+            self.s.sole_stmt.add(id(node))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for t in node.targets:
+            for name in _target_names(t.target):
+                self.s.targets[name.value] = self.s.targets.get(name.value, 0) + 1
+                self._skip.add(id(name))
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and isinstance(node.value, cst.Call):
+            self.s.assigned[id(node.value)] = node.targets[0].target.value
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        for name in _target_names(node.target):
+            self.s.targets[name.value] = self.s.targets.get(name.value, 0) + 1
+            self._skip.add(id(name))
+        if isinstance(node.target, cst.Name) and isinstance(node.value, cst.Call):
+            self.s.assigned[id(node.value)] = node.target.value
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        for name in _target_names(node.target):
+            self.s.targets[name.value] = self.s.targets.get(name.value, 0) + 2  # never a single store
+
+    def visit_For(self, node: cst.For) -> None:
+        for name in _target_names(node.target):
+            self.s.targets[name.value] = self.s.targets.get(name.value, 0) + 2
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self._skip.add(id(node.name))
+        self.s.targets[node.name.value] = self.s.targets.get(node.name.value, 0) + 2
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self._skip.add(id(node.keyword))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._skip.add(id(node.name))
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._skip.add(id(node.name))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if id(node) in self._skip or self._in_import:
+            return
+        self.s.loads.setdefault(node.value, []).append(node)
+        if self.has_pynvml and _pynvml_fn(self.ctx.imports.resolve_name(node.value)) is not None:
+            self.s.refs.append(node)
+        elif self.has_pynvml and self.ctx.imports.resolve_name(node.value) == "pynvml":
+            self.s.refs.append(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._skip.add(id(node.attr))
+        if isinstance(node.value, cst.Name):
+            self.s.attr_loads.setdefault(node.value.value, set()).add(node.attr.value)
+        if isinstance(node.value, cst.Call):
+            self.s.attr_of[id(node.value)] = node
+        if id(node) in self._skip or self._in_import:
+            self._skip.add(id(node.value))
+            return
+        qual = self.qualname(node)
+        if self.has_pynvml and qual and (qual == "pynvml" or qual.startswith("pynvml.")):
+            inner: cst.BaseExpression = node.value
+            while isinstance(inner, cst.Attribute):
+                self._skip.add(id(inner))
+                self._skip.add(id(inner.attr))
+                inner = inner.value
+            self._skip.add(id(inner))
+            self.s.refs.append(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "decode" and isinstance(func.value, cst.Call):
+            self.s.decode_of[id(func.value)] = node
+        qual = self.qualname(func)
+        if self.has_pynvml and _pynvml_fn(qual) is not None:
+            self.s.calls.append(node)
+        elif qual in _SUBPROCESS:
+            self._subprocess(node, qual or "")
+        elif qual and qual.startswith("torch.cuda.nvtx."):
+            self.report(node, "PRT745", f"{qual} kept: ROCm builds map NVTX to roctx, so the marker reaches "
+                        "rocprof (torch.profiler.record_function is the vendor-neutral alternative)", fix=NONE)
+        elif qual and qual.startswith("nvtx.") and not qual.startswith("nvtx.nvtx"):
+            self.report(node, "PRT746", f"{qual} from the nvtx package reaches Nsight only; use "
+                        "torch.cuda.nvtx.range (roctx on ROCm) or torch.profiler.record_function", fix=NONE)
+
+    # -- nvidia-smi ---------------------------------------------------------------------------
+    def _subprocess(self, node: cst.Call, qual: str) -> None:
+        if not node.args:
+            return
+        texts = [s for s in _strings(node.args[0].value)]
+        joined = " ".join(texts)
+        if not re.search(r"(^|[\s/\"'])nvidia-smi\b", joined) and not any(t.startswith("nvidia-smi") for t in texts):
+            return
+        fields = []
+        for m in re.finditer(r"--query-gpu[= ]([\w.,]+)", joined):
+            fields += [f for f in m.group(1).split(",") if f]
+        mapped = [f"{f} → {_SMI_FIELDS[f]}" for f in fields if f in _SMI_FIELDS]
+        unmapped = [f for f in fields if f not in _SMI_FIELDS]
+        detail = ""
+        if mapped:
+            detail += "; portable replacements: " + ", ".join(mapped)
+        if unmapped:
+            detail += "; no torch equivalent for " + ", ".join(unmapped) + " (amd-smi on AMD)"
+        if not fields:
+            detail = ("; use torch.cuda telemetry (mem_get_info, utilization, temperature, "
+                      "porter_device.power_draw_mw) or amd-smi/rocm-smi on AMD")
+        self.report(node, "PRT740", f"{qual} runs nvidia-smi, which does not exist on AMD machines{detail}", fix=NONE)
+
+    # -- the pynvml decision ----------------------------------------------------------------------
+    def leave_Module(self, original_node: cst.Module) -> None:
+        if not self.s.calls and not self.s.refs:
+            return
+        dm = device_module(self.ctx)
+        sites: list[_Site] = []
+        blockers: list[tuple[cst.CSTNode, str]] = []
+        covered: set[int] = set()  # ids of nodes inside a site's replaced range
+        handles: dict[str, cst.Call] = {}
+        calls_by_id = {id(c): c for c in self.s.calls}
+        # handles first: `h = pynvml.nvmlDeviceGetHandleByIndex(i)`
+        for call in self.s.calls:
+            if _pynvml_fn(self.qualname(call.func)) == "nvmlDeviceGetHandleByIndex":
+                name = self.s.assigned.get(id(call))
+                if name is not None and self.s.targets.get(name) == 1:
+                    handles[name] = call
+        handle_uses: dict[str, int] = {n: 0 for n in handles}
+        for call in self.s.calls:
+            if id(call) in covered:
+                continue
+            fn = _pynvml_fn(self.qualname(call.func)) or ""
+            site = self._site(call, fn, handles, handle_uses, calls_by_id, covered, dm)
+            if isinstance(site, str):
+                blockers.append((call, site))
+            elif site is not None:
+                sites.append(site)
+        # handles whose every load is a rewritten call's argument
+        for name, call in handles.items():
+            loads = len(self.s.loads.get(name, ()))
+            if loads != handle_uses[name]:
+                blockers.append((call, f"the handle `{name}` is used outside the pynvml calls porter rewrites"))
+            else:
+                stmt_arg = _arg(call, 0, "index")
+                sites.append(_Site(call, "PRT732", f"NVML handle `{name}` becomes the torch device index",
+                                   self.code(stmt_arg) if stmt_arg is not None else "None", UNSAFE))
+        for ref in self.s.refs:
+            if not any(_contains(self, c, ref) for c in self.s.calls):
+                what = dotted(ref) if isinstance(ref, (cst.Name, cst.Attribute)) else "pynvml"
+                blockers.append((ref, f"`{what}` is used outside a call porter rewrites"))
+        # decide
+        if blockers:
+            node0, why0 = blockers[0]
+            line0 = self._line(node0)
+            for node, why in blockers:
+                hint = _HINTS.get(why.split("`")[1].rsplit(".", 1)[-1], "") if "`" in why else ""
+                self.report(node, "PRT739", f"pynvml use without a torch.cuda equivalent: {why}"
+                            + (f"; {hint}" if hint else "; port it to amdsmi behind porter_device.is_rocm()"),
+                            fix=NONE, remove_imports=("pynvml",))
+            for site in sites:
+                self.report(site.node, site.code, f"{site.message}; not rewritten: the file keeps pynvml because "
+                            f"{why0} (line {line0})", fix=NONE)
+            return
+        level = SAFE if all(s.fix == SAFE for s in sites) else UNSAFE
+        imports: list[str] = []
+        if any(s.needs_torch for s in sites):
+            imports.append("import torch")
+        new_files: tuple[tuple[str, str], ...] = ()
+        if any(s.needs_module for s in sites):
+            if dm is None:
+                for site in sites:
+                    self.report(site.node, site.code, f"{site.message}; not rewritten inside the capability module",
+                                fix=NONE)
+                return
+            imports.append(dm.import_stmt)
+            new_files = dm.new_files
+        for site in sites:
+            note = "" if site.fix == level else " (unsafe because other pynvml rewrites in this file are)"
+            kwargs = dict(fix=level, add_imports=tuple(imports), remove_imports=("pynvml",), new_files=new_files)
+            if site.edits_override is not None:
+                start, end, text = site.edits_override
+                self.findings.append(self.ctx.finding(site.code, site.message + note, start, end,
+                                                      replacement=text, **kwargs))
+            else:
+                self.report(site.node, site.code, site.message + note, replacement=site.replacement, **kwargs)
+
+    def _line(self, node: cst.CSTNode) -> int:
+        return self.ctx.position(self.span(node)[0])[0]
+
+    def _device(self, call: cst.Call, handles: dict[str, cst.Call], uses: dict[str, int],
+                calls_by_id: dict[int, cst.Call], covered: set[int]) -> str | None:
+        arg = _arg(call, 0, "handle")
+        if isinstance(arg, cst.Name) and arg.value in handles:
+            uses[arg.value] += 1
+            return arg.value
+        if isinstance(arg, cst.Call) and id(arg) in calls_by_id and \
+                _pynvml_fn(self.qualname(arg.func)) == "nvmlDeviceGetHandleByIndex":
+            covered.add(id(arg))
+            index = _arg(arg, 0, "index")
+            return self.code(index) if index is not None else None
+        return None
+
+    def _site(self, call: cst.Call, fn: str, handles: dict[str, cst.Call], uses: dict[str, int],
+              calls_by_id: dict[int, cst.Call], covered: set[int], dm: DeviceModule | None) -> _Site | str | None:
+        code = _DIRECT.get(fn)
+        if code is None:
+            return f"`pynvml.{fn}`"
+        if fn == "nvmlDeviceGetHandleByIndex":
+            return None if self.s.assigned.get(id(call)) in handles else \
+                "`pynvml.nvmlDeviceGetHandleByIndex` result is not kept in a plain variable"
+        if code == "PRT730":
+            stmt = self.s.stmt_of.get(id(call))
+            if stmt is None:
+                return f"`pynvml.{fn}()` is used as a value"
+            return self._removal(call, stmt, fn)
+        if fn == "nvmlDeviceGetCount":
+            return _Site(call, code, "nvmlDeviceGetCount() → torch.cuda.device_count() (" + _VIS + ")",
+                         "torch.cuda.device_count()", UNSAFE, needs_torch=True)
+        dev = self._device(call, handles, uses, calls_by_id, covered)
+        if dev is None:
+            arg = _arg(call, 0, "handle")
+            shown = self.code(arg) if arg is not None else "?"
+            return (f"`pynvml.{fn}` gets the handle `{shown}`, which does not come from "
+                    "nvmlDeviceGetHandleByIndex in this file")
+        parent = self.s.attr_of.get(id(call))
+        if fn == "nvmlDeviceGetMemoryInfo":
+            if parent is not None and parent.attr.value in _MEM_FIELDS:
+                return _Site(parent, code, f"memory .{parent.attr.value} → torch.cuda.mem_get_info (bytes, exact)",
+                             f"torch.cuda.mem_get_info({dev})[{_MEM_FIELDS[parent.attr.value]}]", SAFE,
+                             needs_torch=True)
+            if parent is not None and parent.attr.value == "used":
+                return _Site(parent, code, "memory .used → torch.cuda.device_memory_used (amdsmi vram_used in MiB "
+                             "on AMD)", f"torch.cuda.device_memory_used({dev})", UNSAFE, needs_torch=True)
+            if parent is not None:
+                return f"`pynvml.nvmlDeviceGetMemoryInfo(...).{parent.attr.value}`"
+            stored = self.s.assigned.get(id(call))
+            extra = self.s.attr_loads.get(stored, set()) - {"free", "total", "used"} if stored else set()
+            if extra:
+                return f"`pynvml.nvmlDeviceGetMemoryInfo` result field(s) {', '.join(sorted(extra))}"
+            return _Site(call, code, "nvmlDeviceGetMemoryInfo → porter_device.memory_info (free, total, used; "
+                         "used is amdsmi vram_used in MiB on AMD)", dm.call("memory_info", dev) if dm else None,
+                         UNSAFE, needs_module=True)
+        if fn == "nvmlDeviceGetUtilizationRates":
+            if parent is not None and parent.attr.value in _UTIL_FIELDS:
+                target = _UTIL_FIELDS[parent.attr.value]
+                return _Site(parent, code, f"utilization .{parent.attr.value} → torch.cuda.{target} (amdsmi "
+                             "activity counter on AMD)", f"torch.cuda.{target}({dev})", UNSAFE, needs_torch=True)
+            if parent is not None:
+                return f"`pynvml.nvmlDeviceGetUtilizationRates(...).{parent.attr.value}`"
+            stored = self.s.assigned.get(id(call))
+            extra = self.s.attr_loads.get(stored, set()) - {"gpu", "memory"} if stored else set()
+            if extra:
+                return f"`pynvml.nvmlDeviceGetUtilizationRates` result field(s) {', '.join(sorted(extra))}"
+            return _Site(call, code, "nvmlDeviceGetUtilizationRates → porter_device.utilization_rates (amdsmi "
+                         "activity counters on AMD)", dm.call("utilization_rates", dev) if dm else None, UNSAFE,
+                         needs_module=True)
+        if fn == "nvmlDeviceGetPowerUsage":
+            return _Site(call, code, "nvmlDeviceGetPowerUsage (mW) → porter_device.power_draw_mw: "
+                         "torch.cuda.power_draw is mW on NVIDIA but W on ROCm, the helper normalises to mW",
+                         dm.call("power_draw_mw", dev) if dm else None, UNSAFE, needs_module=True)
+        if fn == "nvmlDeviceGetTemperature":
+            sensor = _arg(call, 1, "sensor")
+            if not (sensor is not None and (self.qualname(sensor) in _TEMP_OK or _is_int(sensor, 0))):
+                return "`pynvml.nvmlDeviceGetTemperature` reads a sensor other than NVML_TEMPERATURE_GPU"
+            return _Site(call, code, "nvmlDeviceGetTemperature(GPU) → torch.cuda.temperature (junction sensor "
+                         "on AMD)", f"torch.cuda.temperature({dev})", UNSAFE, needs_torch=True)
+        if fn == "nvmlDeviceGetClockInfo":
+            kind = _arg(call, 1, "type")
+            if not (kind is not None and (self.qualname(kind) in _CLOCK_OK or _is_int(kind, 1))):
+                return "`pynvml.nvmlDeviceGetClockInfo` reads a clock other than NVML_CLOCK_SM"
+            return _Site(call, code, "nvmlDeviceGetClockInfo(SM) → torch.cuda.clock_rate (GFX clock on AMD)",
+                         f"torch.cuda.clock_rate({dev})", UNSAFE, needs_torch=True)
+        if fn == "nvmlDeviceGetName":
+            dec = self.s.decode_of.get(id(call))
+            if dec is not None:
+                return _Site(dec, code, "nvmlDeviceGetName(...).decode() → torch.cuda.get_device_name (already str)",
+                             f"torch.cuda.get_device_name({dev})", SAFE, needs_torch=True)
+            level = UNSAFE if ".decode(" in self.ctx.text else SAFE
+            why = " (the file calls .decode(): check it is not applied to this name, now a str)" if level == UNSAFE else ""
+            return _Site(call, code, "nvmlDeviceGetName → torch.cuda.get_device_name" + why,
+                         f"torch.cuda.get_device_name({dev})", level, needs_torch=True)
+        return f"`pynvml.{fn}`"
+
+    def _removal(self, call: cst.Call, stmt: cst.CSTNode, fn: str) -> _Site:
+        msg = f"pynvml.{fn}() removed: torch.cuda telemetry initialises NVML/amdsmi itself"
+        expr = stmt.body[0]  # type: ignore[attr-defined]
+        start, end = self.span(expr)
+        line, col = self.ctx.position(start)
+        text = self.ctx.line_text(line)
+        if id(stmt) in self.s.sole_stmt or isinstance(stmt, cst.SimpleStatementSuite):
+            return _Site(expr, "PRT730", msg, "pass", SAFE)
+        if text[: col - 1].strip() == "" and text[col - 1 + (end - start):].strip() == "":
+            line_start = self.ctx.offset(line, 0)
+            next_start = self.ctx.line_starts[line] if line < len(self.ctx.line_starts) else len(self.ctx.text)
+            return _Site(expr, "PRT730", msg, None, SAFE, edits_override=(line_start, next_start, ""))
+        return _Site(expr, "PRT730", msg, "pass", SAFE)
+
+
+def _contains(v: PyVisitor, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
+    a, b = v.span(outer)
+    c, d = v.span(inner)
+    return a <= c and d <= b
+
+
+def _target_names(t: cst.BaseExpression) -> list[cst.Name]:
+    if isinstance(t, cst.Name):
+        return [t]
+    if isinstance(t, (cst.Tuple, cst.List)):
+        out: list[cst.Name] = []
+        for el in t.elements:
+            out += _target_names(el.value)
+        return out
+    if isinstance(t, cst.StarredElement):
+        return _target_names(t.value)
+    return []
+
+
+def _arg(call: cst.Call, index: int, keyword: str) -> cst.BaseExpression | None:
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == keyword:
+            return a.value
+    return positional[index].value if index < len(positional) else None
+
+
+def _is_int(node: cst.BaseExpression, value: int) -> bool:
+    return isinstance(node, cst.Integer) and node.evaluated_value == value
+
+
+def _strings(node: cst.CSTNode) -> list[str]:
+    out: list[str] = []
+    if isinstance(node, cst.SimpleString):
+        try:
+            v = node.evaluated_value
+        except Exception:  # noqa: BLE001
+            return out
+        if isinstance(v, str):
+            out.append(v)
+    elif isinstance(node, cst.FormattedString):
+        out.append("".join(p.value for p in node.parts if isinstance(p, cst.FormattedStringText)))
+    elif isinstance(node, cst.ConcatenatedString):
+        out += _strings(node.left) + _strings(node.right)
+    elif isinstance(node, (cst.List, cst.Tuple)):
+        for el in node.elements:
+            out += _strings(el.value)
+    elif isinstance(node, cst.Call):
+        for a in node.args:  # shlex.split("nvidia-smi ...")
+            out += _strings(a.value)
+    return out
+
+
+_SUBPROCESS = {
+    "subprocess.run", "subprocess.call", "subprocess.check_call", "subprocess.check_output",
+    "subprocess.Popen", "subprocess.getoutput", "subprocess.getstatusoutput", "os.system", "os.popen",
+}
+_SMI_FIELDS = {
+    "memory.used": "torch.cuda.device_memory_used(i) (bytes)",
+    "memory.total": "torch.cuda.mem_get_info(i)[1] (bytes)",
+    "memory.free": "torch.cuda.mem_get_info(i)[0] (bytes)",
+    "utilization.gpu": "torch.cuda.utilization(i)",
+    "utilization.memory": "torch.cuda.memory_usage(i)",
+    "temperature.gpu": "torch.cuda.temperature(i)",
+    "power.draw": "porter_device.power_draw_mw(i) / 1000 (W)",
+    "clocks.sm": "torch.cuda.clock_rate(i)",
+    "clocks.current.sm": "torch.cuda.clock_rate(i)",
+    "name": "torch.cuda.get_device_name(i)",
+    "count": "torch.cuda.device_count()",
+    "index": "the torch device index",
+    "compute_cap": "porter_device.gpu_arch(i) / supports_*()",
+}
+
+
+FAMILY = Family(
+    name=NAME,
+    title="GPU telemetry: pynvml → torch.cuda telemetry, nvidia-smi, NVTX",
+    order=65,
+    rules=RULES,
+    tokens=("pynvml", "nvidia-smi", "nvtx"),
+    python=TelemetryVisitor,
+    description="Replaces pynvml calls with PyTorch's own telemetry helpers, which read NVML on NVIDIA and "
+    "amdsmi on AMD, and removes `nvmlInit`/`nvmlShutdown` and the pynvml import once unused. Power goes "
+    "through `porter_device.power_draw_mw` (torch reports W on ROCm, mW on NVIDIA).",
+    verified="Fixture tests (tests/fixtures/telemetry) cover each call, the all-or-nothing rule, the "
+    "unit trap and the visibility trap; tests/test_telemetry.py runs rewritten code against a fake "
+    "pynvml and fake torch.cuda telemetry for both vendors.",
+    review="Device indices: NVML's are physical, torch's follow CUDA_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES. "
+    "On AMD, utilization, temperature (junction) and used memory are approximations of NVIDIA's counters.",
+)

@@ -1,0 +1,160 @@
+"""Argument binding and call rebuilding for the apex family (private helpers).
+
+Calls are bound by the *source* (apex) signature, then rebuilt as keyword arguments in the
+source order (so argument expressions are still evaluated in the order the user wrote
+them), keeping each kept argument's own whitespace and comments.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+_NO_SPACE = cst.SimpleWhitespace("")
+
+MISSING = object()  # literal value of an argument that is absent
+UNKNOWN = object()  # literal value of an argument that is not a literal
+
+
+@dataclass
+class Bound:
+    """A call bound to a source signature."""
+
+    args: dict[str, cst.Arg] = field(default_factory=dict)  # parameter -> the Arg node
+    order: list[str] = field(default_factory=list)  # parameters in source order
+    error: str = ""  # why binding failed ("" when it worked)
+
+    def has(self, name: str) -> bool:
+        return name in self.args
+
+    def value(self, name: str) -> cst.BaseExpression | None:
+        arg = self.args.get(name)
+        return arg.value if arg is not None else None
+
+
+def bind(call: cst.Call, params: tuple[str, ...], *, kwonly: tuple[str, ...] = (), extra_kw: tuple[str, ...] = ()) -> Bound:
+    """Bind ``call``'s arguments to ``params`` (positional-or-keyword) and ``kwonly``."""
+    out = Bound()
+    pos = 0
+    for arg in call.args:
+        if arg.star:
+            out.error = f"it passes `{arg.star}` arguments, which porter cannot bind statically"
+            return out
+        if arg.keyword is None:
+            if pos >= len(params):
+                out.error = f"it passes more than {len(params)} positional arguments"
+                return out
+            name = params[pos]
+            pos += 1
+        else:
+            name = arg.keyword.value
+            if name not in params and name not in kwonly and name not in extra_kw:
+                out.error = f"it passes the unknown argument `{name}`"
+                return out
+        if name in out.args:
+            out.error = f"it passes `{name}` twice"
+            return out
+        out.args[name] = arg
+        out.order.append(name)
+    return out
+
+
+def literal(expr: cst.BaseExpression | None, module: cst.Module) -> object:
+    """The Python value of a literal expression, MISSING for None, else UNKNOWN."""
+    if expr is None:
+        return MISSING
+    try:
+        return ast.literal_eval(module.code_for_node(expr).strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return UNKNOWN
+
+
+_PURE_LEAVES = (cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.Ellipsis)
+
+
+def pure(expr: cst.BaseExpression) -> bool:
+    """True when evaluating ``expr`` can have no side effects worth keeping (no calls)."""
+    if isinstance(expr, _PURE_LEAVES):
+        return True
+    if isinstance(expr, cst.ConcatenatedString):
+        return True
+    if isinstance(expr, cst.Attribute):
+        return pure(expr.value)
+    if isinstance(expr, cst.UnaryOperation):
+        return pure(expr.expression)
+    if isinstance(expr, cst.BinaryOperation):
+        return pure(expr.left) and pure(expr.right)
+    if isinstance(expr, cst.BooleanOperation):
+        return pure(expr.left) and pure(expr.right)
+    if isinstance(expr, cst.Comparison):
+        return pure(expr.left) and all(pure(c.comparator) for c in expr.comparisons)
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        return all(isinstance(e, cst.Element) and pure(e.value) for e in expr.elements)
+    if isinstance(expr, cst.Subscript):
+        return pure(expr.value) and all(
+            isinstance(s.slice, cst.Index) and pure(s.slice.value) for s in expr.slice
+        )
+    return False
+
+
+def atom(text: str, expr: cst.BaseExpression) -> str:
+    """``text`` (the code of ``expr``) safe to follow with ``.attr``."""
+    if isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or expr.lpar:
+        return text
+    return f"({text})"
+
+
+def kwarg(name: str, value: cst.BaseExpression | str) -> cst.Arg:
+    if isinstance(value, str):
+        value = cst.parse_expression(value)
+    return cst.Arg(
+        value=value,
+        keyword=cst.Name(name),
+        equal=cst.AssignEqual(whitespace_before=_NO_SPACE, whitespace_after=_NO_SPACE),
+    )
+
+
+def as_keyword(arg: cst.Arg, name: str) -> cst.Arg:
+    """``arg`` passed as ``name=...`` (keeps its value, comments and comma)."""
+    if arg.keyword is not None and arg.keyword.value == name:
+        return arg
+    equal = arg.equal if arg.keyword is not None else cst.AssignEqual(
+        whitespace_before=_NO_SPACE, whitespace_after=_NO_SPACE
+    )
+    return arg.with_changes(keyword=cst.Name(name), equal=equal)
+
+
+def as_positional(arg: cst.Arg) -> cst.Arg:
+    return arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
+
+
+def rebuild(call: cst.Call, func: str, args: list[cst.Arg]) -> cst.Call:
+    """``call`` with a new callee and argument list, commas laid out like the original."""
+    originals = list(call.args)
+    trailing = bool(originals) and isinstance(originals[-1].comma, cst.Comma)
+    template: cst.Comma | None = None
+    for a in originals[:-1] if not trailing else originals:
+        if isinstance(a.comma, cst.Comma):
+            template = a.comma
+            break
+    if template is None:
+        template = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    last_comma = originals[-1].comma if trailing else cst.MaybeSentinel.DEFAULT
+    original_last = originals[-1] if originals else None
+    laid: list[cst.Arg] = []
+    for i, a in enumerate(args):
+        is_last = i == len(args) - 1
+        if is_last:
+            comma = last_comma
+        elif isinstance(a.comma, cst.Comma) and not (a is original_last or _same(a, original_last)):
+            comma = a.comma
+        else:
+            comma = template
+        laid.append(a.with_changes(comma=comma))
+    return call.with_changes(func=cst.parse_expression(func), args=laid)
+
+
+def _same(a: cst.Arg, b: cst.Arg | None) -> bool:
+    return b is not None and a.value is b.value

@@ -8,6 +8,7 @@ on the same calls; those supersede the generic use-site finding here.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import libcst as cst
@@ -27,6 +28,8 @@ class Package:
     rule_name: str
     category: Category
     advice: str  # the portable route
+    use_category: Category | None = None  # class of a use site (default: the package's)
+    use_effort: float | None = None  # manual hours per use site (default: PRT020's)
 
 
 PACKAGES: tuple[Package, ...] = (
@@ -43,20 +46,85 @@ PACKAGES: tuple[Package, ...] = (
             Category.REPLACE, "use torch.nn modules with torchao.float8 on supported parts, else BF16"),
     Package("pynvml", "nvidia-ml-py", "PRT016", "pynvml-import", Category.SHIM,
             "use torch.cuda telemetry (mem_get_info, utilization, power_draw, temperature) or amdsmi"),
+    Package("nvidia.dali", "nvidia-dali", "PRT017", "nvidia-dali-import", Category.REPLACE,
+            "use torchdata or torch.utils.data.DataLoader with more workers (DALI's GPU pipelines have "
+            "no ROCm build; AMD's rocAL is the closest analogue)"),
+    Package("cupy", "cupy", "PRT018", "cupy-import", Category.SHIM,
+            "install CuPy's ROCm build (cupy-rocm-* wheels, or build with CUPY_INSTALL_USE_HIP=1) instead "
+            "of a cupy-cuda* wheel; raw kernel sources are reported by the kernels family",
+            use_category=Category.BENIGN, use_effort=0.0),
+    Package("pycuda", "pycuda", "PRT024", "pycuda-import", Category.REPLACE,
+            "PyCUDA has no ROCm support: use torch tensors and streams, or hip-python"),
+    Package("tensorrt", "tensorrt", "PRT025", "tensorrt-import", Category.REPLACE,
+            "TensorRT is NVIDIA-only: use torch.compile, ONNX Runtime (MIGraphX/ROCm providers) or MIGraphX"),
+    Package("cuda.bindings", "cuda-python", "PRT026", "cuda-python-import", Category.REPLACE,
+            "NVIDIA's cuda-python bindings: use hip-python (`from hip import hip, hiprtc`) or torch.cuda APIs"),
 )
 
+# Other import roots that belong to one of the packages above: sub-distributions and the
+# compiled extension modules they install at the top level of site-packages.
+ALIASES: dict[str, str] = {
+    "cupyx": "cupy",
+    "cupy_backends": "cupy",
+    "torch_tensorrt": "tensorrt",
+    "cuda.cudart": "cuda.bindings",
+    "cuda.cuda": "cuda.bindings",
+    "cuda.nvrtc": "cuda.bindings",
+    "cuda.core": "cuda.bindings",
+    # apex's compiled extensions
+    "amp_C": "apex",
+    "apex_C": "apex",
+    "fused_layer_norm_cuda": "apex",
+    "fused_adam_cuda": "apex",
+    "fused_lamb_cuda": "apex",
+    "syncbn": "apex",
+    "xentropy_cuda": "apex",
+    "fused_dense_cuda": "apex",
+    "mlp_cuda": "apex",
+    "focal_loss_cuda": "apex",
+    "fast_layer_norm": "apex",
+    "fused_weight_gradient_mlp_cuda": "apex",
+    "distributed_adam_cuda": "apex",
+    # flash-attn's compiled extensions
+    "flash_attn_2_cuda": "flash_attn",
+    "flash_attn_cuda": "flash_attn",
+    "dropout_layer_norm": "flash_attn",
+    "fused_dense_lib": "flash_attn",
+    "xentropy_cuda_lib": "flash_attn",
+}
+
 _BY_MODULE = {p.module: p for p in PACKAGES}
-_ROOTS = {p.module.split(".")[0] for p in PACKAGES}
+_ALL_MODULES = {**{m: _BY_MODULE[t] for m, t in ALIASES.items()}, **_BY_MODULE}
+_ROOTS = {m.split(".")[0] for m in _ALL_MODULES}
+_BY_DIST = {p.dist: p for p in PACKAGES} | {"cupy-cuda": _BY_MODULE["cupy"], "torch-tensorrt": _BY_MODULE["tensorrt"]}
 
 
 def package_of(qualname: str | None) -> Package | None:
     """The CUDA-only package a qualified name belongs to, if any."""
     if not qualname:
         return None
-    for module, pkg in _BY_MODULE.items():
+    for module, pkg in _ALL_MODULES.items():
         if qualname == module or qualname.startswith(module + "."):
             return pkg
     return None
+
+
+def module_of(qualname: str) -> str:
+    """The import root (package or extension module) ``qualname`` starts with."""
+    for module in _ALL_MODULES:
+        if qualname == module or qualname.startswith(module + "."):
+            return module
+    return qualname
+
+
+def package_of_dist(name: str) -> Package | None:
+    """A package by distribution or module name as written in a string (``flash-attn``, ``flash_attn``)."""
+    norm = name.strip().lower().replace("_", "-").split("[")[0]
+    if norm.startswith("cupy-cuda"):
+        return _BY_MODULE["cupy"]
+    if norm in _BY_DIST:
+        return _BY_DIST[norm]
+    return package_of(name.strip())
 
 
 _IMPORT_DOC = (
@@ -85,6 +153,26 @@ RULES = tuple(
          Category.BENIGN, severity=Severity.INFO,
          explanation="Gated imports already have a fallback path. porter reports them so the audit "
          "shows which CUDA-only dependencies are optional; rewrites keep the gate's fallback working."),
+    rule("PRT019", "string-import", NAME,
+         "A CUDA-only package or extension module imported by name (`importlib.import_module(\"...\")`, "
+         "`__import__`).", Category.REPLACE, severity=Severity.WARNING, effort_hours=0.5,
+         explanation="String-based imports hide a dependency from import scanners: the module is loaded "
+         "at run time and fails the same way on ROCm. porter reports the call; attribute uses of the "
+         "returned module are not traced, so review them by hand.",
+         example='```python\nln = importlib.import_module("fused_layer_norm_cuda")  # apex extension\n```'),
+    rule("PRT022", "cuda-only-reexport", NAME,
+         "A module re-exports a name from a CUDA-only package (`__all__`, `import x as x`, "
+         "`from pkg import *`, or a package `__init__.py`).",
+         Category.REPLACE, severity=Severity.WARNING, effort_hours=0.5,
+         explanation="porter resolves names file by file, through each file's own imports. Modules that "
+         "import the re-exported name from this module (`from mypkg.ops import flash_attn_func`) are "
+         "not attributed to the CUDA-only package, so their call sites are not reported. Port the "
+         "re-exporting module first, or grep its importers."),
+    rule("PRT023", "availability-probe", NAME,
+         "A run-time probe for a CUDA-only package (`find_spec`, `importlib.metadata.version`, "
+         "`is_flash_attn_2_available()`...).", Category.BENIGN, severity=Severity.INFO,
+         explanation="The probe itself is portable: it returns False/raises when the package is "
+         "missing. It marks an optional code path; check that the fallback is the one you want on ROCm."),
     rule("PRT030", "hf-flash-attention-2", NAME,
          "Hugging Face `attn_implementation=\"flash_attention_2\"` needs flash-attn; use \"sdpa\".",
          Category.SHIM, severity=Severity.WARNING, fix=Applicability.SAFE, effort_hours=0.25,
@@ -118,6 +206,31 @@ def _string_value(node: cst.BaseExpression) -> str | None:
 def _requote(node: cst.SimpleString, value: str) -> str:
     quote = node.quote
     return f"{node.prefix}{quote}{value}{quote}"
+
+
+_IMPORTERS = {"importlib.import_module", "__import__", "importlib.__import__", "builtins.__import__"}
+_PROBES = {"importlib.util.find_spec", "importlib.find_loader", "pkgutil.find_loader",
+           "importlib.metadata.version", "importlib.metadata.distribution", "importlib_metadata.version",
+           "pkg_resources.get_distribution", "pkg_resources.require"}
+_HELPER = re.compile(r"^is_(flash_attn(?:_2|_3)?|xformers|bitsandbytes|bnb|apex|transformer_engine|pynvml|"
+                     r"cupy|tensorrt|torch_tensorrt)_available$|^is_(flash_attn)_greater_or_equal\w*$")
+_HELPER_LIBS = {"transformers", "diffusers", "accelerate", "peft", "trl", "optimum", "lightning",
+                "pytorch_lightning", "deepspeed", "vllm", "sentence_transformers"}
+
+
+def _helper_pkg(key: str) -> Package | None:
+    return _BY_MODULE.get({"bnb": "bitsandbytes", "torch_tensorrt": "tensorrt"}.get(
+        key, "flash_attn" if key.startswith("flash_attn") else key))
+
+
+_HELPER_PACKAGES = {k: p for k in ("flash_attn", "flash_attn_2", "flash_attn_3", "xformers", "bitsandbytes",
+                                   "bnb", "apex", "transformer_engine", "pynvml", "cupy", "tensorrt",
+                                   "torch_tensorrt") if (p := _helper_pkg(k)) is not None}
+
+
+def _aliases(stmt: cst.Import | cst.ImportFrom) -> list[cst.ImportAlias]:
+    names = stmt.names
+    return list(names) if not isinstance(names, cst.ImportStar) else []
 
 
 class PackagesVisitor(PyVisitor):
@@ -167,7 +280,14 @@ class PackagesVisitor(PyVisitor):
     def _report_import(self, node: cst.CSTNode, pkg: Package, what: str, stmt: cst.CSTNode) -> None:
         gated = any(b.gated and b.statement is stmt for b in self.ctx.imports.statements)
         suffix = " (inside an availability gate)" if gated else ""
-        self.report(node, pkg.code, f"import of CUDA-only package {pkg.dist}: {what}{suffix}; {pkg.advice}",
+        root = module_of(what.split(" ")[0])
+        if root in ALIASES and pkg.module in {"apex", "flash_attn"}:
+            head = f"import of {root}, a compiled CUDA extension of {pkg.dist}"
+        elif root in ALIASES:
+            head = f"import of CUDA-only package {pkg.dist} ({root})"
+        else:
+            head = f"import of CUDA-only package {pkg.dist}"
+        self.report(node, pkg.code, f"{head}: {what}{suffix}; {pkg.advice}",
                     fix=Applicability.NONE, data={"package": pkg.dist, "gated": gated})
         if gated:
             self.report(node, "PRT021", f"availability gate around {pkg.dist}: the code has a fallback "
@@ -206,6 +326,10 @@ class PackagesVisitor(PyVisitor):
     def visit_Param(self, node: cst.Param) -> None:
         self._skip.add(id(node.name))
 
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        if isinstance(node.target, cst.Name):  # `bnb = None` in a fallback is not a use
+            self._skip.add(id(node.target))
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._skip.add(id(node.name))
 
@@ -214,11 +338,13 @@ class PackagesVisitor(PyVisitor):
 
     def _use(self, node: cst.CSTNode, pkg: Package, qual: str) -> None:
         self.report(node, "PRT020", f"use of {qual} from CUDA-only package {pkg.dist}; {pkg.advice}",
-                    fix=Applicability.NONE, generic=True, category=pkg.category,
+                    fix=Applicability.NONE, generic=True, category=pkg.use_category or pkg.category,
+                    effort_hours=pkg.use_effort,
                     data={"package": pkg.dist, "qualname": qual})
 
     # -- Hugging Face switches ----------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
+        self._dynamic_import(node)
         keywords = {a.keyword.value: a for a in node.args if a.keyword is not None}
         impl = keywords.get("attn_implementation")
         if impl is not None:
@@ -246,6 +372,82 @@ class PackagesVisitor(PyVisitor):
                 self.report(legacy, "PRT031", f"use_flash_attention_2 needs flash-attn; not rewritten "
                             f"because {reason}", fix=Applicability.NONE)
 
+    def _dynamic_import(self, node: cst.Call) -> None:
+        func = node.func
+        qual = self.qualname(func)
+        if qual is None and isinstance(func, cst.Name) and func.value == "__import__":
+            qual = "__import__"
+        if qual is None:
+            return
+        first = next((a.value for a in node.args if a.keyword is None and not a.star), None)
+        if first is None:
+            first = next((a.value for a in node.args if a.keyword is not None
+                          and a.keyword.value in {"name", "distribution_name"}), None)
+        name = _string_value(first) if first is not None else None
+        if qual in _IMPORTERS:
+            pkg = package_of(name) if name else None
+            if pkg is not None and name is not None:
+                self.report(node, "PRT019", f"{qual}(\"{name}\") loads CUDA-only {pkg.dist} at run time; "
+                            f"{pkg.advice} (uses of the returned module are not traced)",
+                            fix=Applicability.NONE, data={"package": pkg.dist, "module": name})
+        elif qual in _PROBES:
+            pkg = package_of_dist(name) if name else None
+            if pkg is not None and name is not None:
+                self.report(node, "PRT023", f"{qual}(\"{name}\") probes for CUDA-only {pkg.dist}; check "
+                            "the fallback path on ROCm", fix=Applicability.NONE, data={"package": pkg.dist})
+        else:
+            m = _HELPER.match(qual.rsplit(".", 1)[-1])
+            if m and qual.split(".")[0] in _HELPER_LIBS:
+                pkg = _HELPER_PACKAGES.get(m.group(1) or m.group(2))
+                if pkg is not None:
+                    self.report(node, "PRT023", f"{qual}() probes for CUDA-only {pkg.dist}; check the fallback "
+                                "path on ROCm", fix=Applicability.NONE, data={"package": pkg.dist})
+
+    # -- re-exports ---------------------------------------------------------------------
+    def visit_Module(self, node: cst.Module) -> None:
+        exported: set[str] = set()
+        for stmt in node.body:
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                continue
+            for small in stmt.body:
+                targets: list[cst.BaseExpression] = []
+                value: cst.BaseExpression | None = None
+                if isinstance(small, cst.Assign):
+                    targets = [t.target for t in small.targets]
+                    value = small.value
+                elif isinstance(small, cst.AugAssign):
+                    targets, value = [small.target], small.value
+                if value is not None and any(isinstance(t, cst.Name) and t.value == "__all__" for t in targets):
+                    if isinstance(value, (cst.List, cst.Tuple)):
+                        for el in value.elements:
+                            v = _string_value(el.value)
+                            if v:
+                                exported.add(v)
+        is_init = self.ctx.relpath.rsplit("/", 1)[-1] == "__init__.py"
+        for b in self.ctx.imports.statements:
+            if not b.toplevel:
+                continue
+            pkg = package_of(b.target if b.local != "*" else b.module)
+            if pkg is None:
+                continue
+            reason = ""
+            if b.local == "*":
+                reason = "`from ... import *`"
+            elif b.local in exported:
+                reason = "listed in __all__"
+            elif isinstance(b.statement, cst.ImportFrom) and is_init and not b.gated:
+                reason = "imported by a package __init__.py"
+            else:
+                for alias in _aliases(b.statement):
+                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name) and \
+                            alias.asname.name.value == b.local and (dotted(alias.name) or "").split(".")[-1] == b.local:
+                        reason = "`import x as x` re-export idiom"
+            if reason:
+                self.report(b.statement, "PRT022", f"re-export of {b.target} ({pkg.dist}) from this module: "
+                            f"{reason}; modules that import it from here are not attributed to {pkg.dist} "
+                            "(porter resolves names per file)", fix=Applicability.NONE,
+                            data={"package": pkg.dist, "name": b.local})
+
     def visit_DictElement(self, node: cst.DictElement) -> None:
         if _string_value(node.key) == "attn_implementation" and isinstance(node.value, cst.SimpleString):
             if _string_value(node.value) in _FA2_VALUES:
@@ -261,7 +463,9 @@ FAMILY = Family(
     order=10,
     rules=RULES,
     tokens=("flash_attn", "xformers", "apex", "bitsandbytes", "transformer_engine", "pynvml",
-            "flash_attention_2"),
+            "flash_attention_2", "dali", "cupy", "pycuda", "tensorrt", "cuda", "amp_C", "syncbn",
+            "fast_layer_norm", "dropout_layer_norm", "fused_dense_lib", "flash-attn", "transformer-engine",
+            "nvidia-ml-py", "_available"),
     python=PackagesVisitor,
     description="Switches Hugging Face models from the flash-attn implementation to `\"sdpa\"`, "
     "which runs on NVIDIA and AMD through PyTorch's own kernels.",

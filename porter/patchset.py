@@ -47,6 +47,36 @@ class Patch:
     def render(self) -> bytes:
         return render_changes(self.changes)
 
+    def message(self) -> str:
+        """The commit message: what the patch changes, why, what was verified, what needs a human."""
+        parts = [self.title, ""]
+        if self.description:
+            parts += [self.description.strip(), ""]
+        if self.verified:
+            parts += ["Verified: " + self.verified.strip(), ""]
+        if self.review:
+            parts += ["Needs a human: " + self.review.strip(), ""]
+        if self.notes:
+            parts += ["Sites:"] + [f"- {n}" for n in self.notes[:200]]
+            if len(self.notes) > 200:
+                parts.append(f"- … and {len(self.notes) - 200} more")
+            parts.append("")
+        return "\n".join(parts).rstrip() + "\n"
+
+    def render_mail(self, number: int, total: int) -> bytes:
+        """The patch in ``git format-patch`` shape: ``git am`` and ``git apply`` both take it."""
+        message = self.message().split("\n", 1)
+        subject = f"[PATCH {number}/{total}] {self.name}: {message[0]}"
+        body = message[1].strip("\n") if len(message) > 1 else ""
+        stat = "".join(f" {c.path} ({c.kind})\n" for c in sorted(self.changes, key=lambda c: c.path))
+        head = (
+            "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+            "From: porter <porter@localhost>\n"
+            "Date: Thu, 1 Jan 1970 00:00:00 +0000\n"
+            f"Subject: {subject}\n\n{body}\n---\n{stat}\n"
+        )
+        return head.encode("utf-8") + self.render()
+
     @property
     def files(self) -> list[str]:
         return [c.path for c in self.changes]
@@ -203,9 +233,10 @@ class PatchSeries:
 
         directory.mkdir(parents=True, exist_ok=True)
         written = []
-        for name, patch in zip(self.file_names(), self.nonempty(), strict=True):
+        patches = self.nonempty()
+        for number, (name, patch) in enumerate(zip(self.file_names(), patches, strict=True), 1):
             path = directory / name
-            atomic_write(path, patch.render())
+            atomic_write(path, patch.render_mail(number, len(patches)))
             written.append(path)
         index = directory / "INDEX.md"
         atomic_write(index, self.index_markdown(title).encode("utf-8"))

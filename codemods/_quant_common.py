@@ -109,10 +109,8 @@ def reference(ctx: PyContext, target: str, *, style: str = "module") -> tuple[st
     already bound to something else in the file.
     """
     alias = ctx.imports.alias_for(target)
-    if alias is not None:
-        return alias, ()
     # `from torch import nn` / `import torch.nn as nn`: reuse a binding of a known module
-    best: str | None = None
+    best: str | None = alias
     for binding in ctx.imports.statements:
         if not binding.toplevel or binding.gated or binding.local == "*":
             continue

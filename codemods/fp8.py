@@ -1,0 +1,420 @@
+"""NVIDIA Transformer Engine → torch.nn modules, and its FP8 autocast (PRT600-PRT699).
+
+- ``te.Linear`` → ``torch.nn.Linear`` with ``device="cuda"`` kept (TE allocates on the GPU) and TE's
+  initialisation written out after the assignment (weight ~ N(0, 0.023) or the given
+  ``init_method``, zero bias; trap 25): SAFE under the spec's static conditions (no tensor/sequence
+  parallelism, no userbuffers, ``return_bias=False``...). Where no statement can follow the call
+  (inside a list, a call argument) the swap is UNSAFE: nn.Linear's kaiming init differs.
+- ``te.LayerNorm``/``te.RMSNorm`` → ``torch.nn.LayerNorm``/``RMSNorm`` with eps and device written out;
+  flagged when ``zero_centered_gamma`` is set (TE stores γ-1).
+- ``te.LayerNormLinear`` is flagged: its parameter names (``layer_norm_weight``...) must be kept.
+- ``te.fp8_autocast``/``te.autocast``: ``enabled=False`` → ``contextlib.nullcontext()`` (SAFE);
+  otherwise UNSAFE (FP8 → parameter dtype) with the torchao.float8 route in the message.
+- recipes, ``fp8_model_init`` and the other TE modules are flagged with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from porter.findings import Applicability, Category, Edit
+from porter.framework import Family, PyContext, PyVisitor, rule
+
+from ._quant_common import (
+    Bound,
+    bind,
+    comments_of,
+    is_literal,
+    line_indent,
+    literal,
+    reference,
+    render_call,
+    src,
+)
+from ._quant_stmt import StatementTracker
+
+NAME = "fp8"
+TE = "transformer_engine.pytorch"
+TE_INIT_STD = "0.023"  # transformer_engine.pytorch.utils.get_default_init_method()
+
+LINEAR_PARAMS = ("in_features", "out_features", "sequence_parallel", "fuse_wgrad_accumulation", "tp_group",
+                 "tp_size", "get_rng_state_tracker", "rng_tracker_name", "init_method", "bias", "return_bias",
+                 "params_dtype", "parallel_mode", "parameters_split", "device")
+LINEAR_EXTRA = ("delay_wgrad_compute", "symmetric_ar_type", "save_original_input", "name")
+# argument -> the literal values under which the swap is exact
+LINEAR_REQUIRED: dict[str, tuple[object, ...]] = {
+    "sequence_parallel": (False,),
+    "fuse_wgrad_accumulation": (False,),
+    "tp_group": (None,),
+    "tp_size": (1,),
+    "get_rng_state_tracker": (None,),
+    "rng_tracker_name": (None,),
+    "return_bias": (False,),
+    "parallel_mode": (None,),
+    "parameters_split": (None,),
+    "delay_wgrad_compute": (False,),
+    "symmetric_ar_type": (None,),
+}
+NORM_PARAMS = ("normalized_shape", "eps", "sequence_parallel", "params_dtype", "zero_centered_gamma",
+               "hidden_size", "device", "dtype", "sm_margin")
+OTHER_MODULES = {
+    "LayerNormMLP": "a fused LayerNorm + MLP with its own parameter names (layer_norm_weight, fc1_weight, "
+    "fc2_weight...) and activation options",
+    "TransformerLayer": "a whole transformer block with TE-specific parameter names, fused attention and "
+    "FP8 handling",
+    "MultiheadAttention": "TE attention with its own QKV parameter layout and names",
+    "DotProductAttention": "TE's fused attention backends (flash/cuDNN) with their own mask and layout "
+    "arguments; port to torch.nn.functional.scaled_dot_product_attention by hand",
+    "GroupedLinear": "several GEMMs with per-group parameters (weight0, weight1...)",
+    "Fp8Padding": "FP8-specific padding", "Fp8Unpadding": "FP8-specific padding",
+}
+RECIPES = {
+    "DelayedScaling": "TE's delayed scaling (amax history, default 1024 steps, HYBRID = e4m3 forward / e5m2 "
+    "backward) has no torchao counterpart; the closest is Float8LinearConfig.from_recipe_name(\"tensorwise\") "
+    "(dynamic per-tensor current scaling)",
+    "Float8CurrentScaling": "closest: torchao Float8LinearConfig.from_recipe_name(\"tensorwise\") (per-tensor "
+    "current scaling; check the fp8 formats)",
+    "MXFP8BlockScaling": "MXFP8 block scaling has only prototype support in torchao (mx_formats)",
+    "Float8BlockScaling": "closest: Float8LinearConfig.from_recipe_name(\"rowwise\") (a different granularity)",
+    "NVFP4BlockScaling": "NVFP4 has no ROCm equivalent",
+}
+AUTOCASTS = {"fp8_autocast": ("enabled", "calibrating", "fp8_recipe", "fp8_group", "_graph"),
+             "autocast": ("enabled", "calibrating", "recipe", "amax_reduction_group", "_graph")}
+MODEL_INITS = {"fp8_model_init", "quantized_model_init"}
+
+_CKPT = ("TE checkpoints also hold `<name>._extra_state` (FP8 metadata): load them with strict=False or "
+         "drop those keys")
+
+RULES = (
+    rule("PRT600", "te-linear", NAME,
+         "`te.Linear` → `torch.nn.Linear` with device and TE's initialisation kept.",
+         Category.REPLACE, fix=Applicability.SAFE, effort_hours=0.5,
+         explanation="Outside FP8 autocast, `te.Linear` computes `x @ W.T + b` like `torch.nn.Linear`. porter "
+         "keeps `device=\"cuda\"` (TE allocates on the GPU, nn.Linear on the CPU), maps `params_dtype` to "
+         "`dtype`, and writes TE's init out after the assignment: weight ~ N(0, 0.023) (or the given "
+         "`init_method`) and a zero bias (trap 25). Parameter names `weight`/`bias` are the same; " + _CKPT +
+         ". The swap is blocked (flag) by tensor or sequence parallelism, userbuffers (`ub_*`), "
+         "`return_bias=True`, `parameters_split`, `fuse_wgrad_accumulation`, `delay_wgrad_compute` or an RNG "
+         "tracker. Where no statement can follow the call, the fix is unsafe (nn.Linear's kaiming init). "
+         "FP8 execution itself is reported at each `fp8_autocast` (PRT610).",
+         example="```python\nself.proj = te.Linear(d, 4 * d, bias=False)\n# becomes\n"
+         "self.proj = torch.nn.Linear(in_features=d, out_features=4 * d, bias=False, device=\"cuda\")\n"
+         "torch.nn.init.normal_(self.proj.weight, mean=0.0, std=0.023)\n```"),
+    rule("PRT601", "te-layernorm", NAME,
+         "`te.LayerNorm` → `torch.nn.LayerNorm` (eps and device written out).",
+         Category.REPLACE, fix=Applicability.SAFE, effort_hours=0.25,
+         explanation="Same math and the same init (weight 1, bias 0) and parameter names. porter writes "
+         "`eps` (1e-5) and `device=\"cuda\"` explicitly. `zero_centered_gamma=True` computes `x̂·(1+γ)+β` "
+         "with γ stored as γ-1, so it is flagged (a checkpoint conversion `w+1` is needed)."),
+    rule("PRT602", "te-rmsnorm", NAME,
+         "`te.RMSNorm` → `torch.nn.RMSNorm` with eps=1e-5 written out (torch's default differs).",
+         Category.REPLACE, fix=Applicability.SAFE, effort_hours=0.25,
+         explanation="`torch.nn.RMSNorm(eps=None)` uses finfo(float32).eps ≈ 1.19e-7 while TE uses 1e-5 "
+         "(trap 8), so the eps is always written out. `zero_centered_gamma=True` is flagged."),
+    rule("PRT603", "te-layernorm-linear", NAME,
+         "`te.LayerNormLinear`: a norm + linear whose parameter names checkpoints depend on.",
+         Category.REPLACE, effort_hours=1.0,
+         explanation="TE registers `layer_norm_weight`, `layer_norm_bias` (LayerNorm only), `weight` and "
+         "`bias`; `nn.Sequential(nn.LayerNorm(...), nn.Linear(...))` would rename them to `0.weight`, "
+         "`1.weight`... and break checkpoints (trap 25). `return_layernorm_output=True` also returns the "
+         "normalised input. Port it with a small module that registers the same names."),
+    rule("PRT604", "te-module-blocked", NAME,
+         "A `te.Linear`/`LayerNorm`/`RMSNorm` whose arguments block an exact swap.",
+         Category.REPLACE, effort_hours=1.0,
+         explanation="The message names the argument: tensor/sequence parallelism, userbuffers, "
+         "`return_bias`, `zero_centered_gamma`, hidden `*args`/`**kwargs`, unknown arguments."),
+    rule("PRT610", "te-fp8-autocast", NAME,
+         "`te.fp8_autocast`/`te.autocast`: FP8 execution with TE recipes.",
+         Category.REPLACE, fix=Applicability.UNSAFE, effort_hours=2.0,
+         explanation="`enabled=False` does nothing: porter replaces it with `contextlib.nullcontext()` "
+         "(safe). Otherwise FP8 has no portable drop-in: the unsafe fix drops the FP8 context so the "
+         "modules run in their parameter dtype (e.g. BF16: more precise than FP8, slower). To keep FP8 on "
+         "MI300+/SM89+, call `torchao.float8.convert_to_float8_training(model, "
+         "config=Float8LinearConfig.from_recipe_name(\"tensorwise\"))` once after the model is built "
+         "(dynamic per-tensor scaling, not TE's delayed scaling; GEMM dimensions divisible by 16). "
+         "`fp8_autocast` is deprecated in TE; porter never emits it."),
+    rule("PRT611", "te-fp8-recipe", NAME,
+         "A Transformer Engine FP8 recipe (DelayedScaling, Float8CurrentScaling, MXFP8BlockScaling...).",
+         Category.REPLACE, effort_hours=1.0,
+         explanation="Recipes configure TE's FP8 scaling. torchao.float8 offers tensorwise/rowwise dynamic "
+         "scaling only; the message names the closest config and what differs."),
+    rule("PRT612", "te-fp8-model-init", NAME,
+         "`te.fp8_model_init`/`quantized_model_init`: parameters allocated in FP8.",
+         Category.REPLACE, effort_hours=1.0,
+         explanation="torch.nn modules keep high-precision parameters; drop the context and let "
+         "torchao.float8 cast at matmul time."),
+    rule("PRT620", "te-other-module", NAME,
+         "A Transformer Engine module with no torch.nn drop-in (LayerNormMLP, TransformerLayer...).",
+         Category.REPLACE, effort_hours=4.0,
+         explanation="These fuse several layers and use TE-specific parameter names; port by hand, keeping "
+         "the state_dict keys, or use ROCm/TransformerEngine (not evaluated)."),
+)
+
+
+def _te_name(qual: str | None) -> str | None:
+    if not qual or not qual.startswith(TE + "."):
+        return None
+    return qual.rsplit(".", 1)[-1]
+
+
+def _recipe_name(qual: str | None) -> str | None:
+    if qual and qual.startswith("transformer_engine.common.recipe."):
+        return qual.rsplit(".", 1)[-1]
+    return None
+
+
+class Fp8Visitor(PyVisitor, StatementTracker):
+    family = NAME
+
+    def __init__(self, ctx: PyContext) -> None:
+        PyVisitor.__init__(self, ctx)
+        StatementTracker.__init__(self)
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.track_statement(node)
+
+    def visit_With(self, node: cst.With) -> None:
+        self.track_with(node)
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _multiline(self, node: cst.CSTNode) -> tuple[bool, str]:
+        start, end = self.span(node)
+        line, _ = self.ctx.position(start)
+        return "\n" in self.ctx.text[start:end], line_indent(self.ctx, line)
+
+    def _flag(self, node: cst.CSTNode, code: str, message: str) -> None:
+        self.report(node, code, message, fix=Applicability.NONE)
+
+    def _insert_after(self, statement: cst.SimpleStatementLine, lines: Sequence[str]) -> Edit:
+        start, end = self.span(statement)
+        line, _ = self.ctx.position(start)
+        end_line, _ = self.ctx.position(end)
+        indent = line_indent(self.ctx, line)
+        text = "".join(f"{indent}{ln}\n" for ln in lines)
+        starts = self.ctx.line_starts
+        if end_line < len(starts):
+            return Edit(starts[end_line], starts[end_line], text)
+        return Edit(len(self.ctx.text), len(self.ctx.text), "\n" + text.rstrip("\n"))
+
+    @staticmethod
+    def _blockers(b: Bound, required: dict[str, tuple[object, ...]]) -> list[str]:
+        out = []
+        if b.star:
+            out.append("*args/**kwargs hide arguments")
+        if b.extra_positional:
+            out.append("positional arguments past the sizes (their order changed between TE versions)")
+        for name in b.unknown:
+            if name.startswith("ub_"):
+                continue
+            out.append(f"unknown argument `{name}`")
+        for name, allowed in required.items():
+            if b.has(name) and not is_literal(b.value(name), *allowed):
+                out.append(f"`{name}={src_value(b, name)}` (exact only for {allowed[0]!r})")
+        return out
+
+    # -- dispatch ---------------------------------------------------------------------------
+    def visit_Call(self, node: cst.Call) -> None:
+        qual = self.qualname(node.func)
+        recipe = _recipe_name(qual)
+        if recipe is not None:
+            if recipe in RECIPES:
+                self._flag(node, "PRT611", f"TE recipe {recipe}: {RECIPES[recipe]}; it only matters with FP8 "
+                           "(see PRT610)")
+            return
+        name = _te_name(qual)
+        if name is None:
+            return
+        if name == "Linear":
+            self._linear(node)
+        elif name in ("LayerNorm", "RMSNorm"):
+            self._norm(node, name)
+        elif name == "LayerNormLinear":
+            self._flag(node, "PRT603", "te.LayerNormLinear registers layer_norm_weight, layer_norm_bias, "
+                       "weight and bias (and may return the norm output); a torch.nn.Sequential would rename "
+                       "them and break checkpoints (trap 25): port with a module that keeps these names")
+        elif name in AUTOCASTS:
+            self._autocast(node, name)
+        elif name in MODEL_INITS:
+            self._flag(node, "PRT612", f"te.{name} allocates parameters in FP8; torch.nn modules keep "
+                       "high-precision parameters: drop it and, for FP8 compute on MI300+/SM89+, use "
+                       "torchao.float8.convert_to_float8_training")
+        elif name in OTHER_MODULES:
+            self._flag(node, "PRT620", f"te.{name}: {OTHER_MODULES[name]}; no torch.nn drop-in")
+
+    # -- te.Linear --------------------------------------------------------------------------
+    def _linear(self, node: cst.Call) -> None:
+        b = bind(node, LINEAR_PARAMS, 2, LINEAR_EXTRA)
+        blockers = self._blockers(b, LINEAR_REQUIRED)
+        for name in b.unknown:
+            if name.startswith("ub_") and not is_literal(_kw(node, name), False):
+                blockers.append(f"`{name}` (userbuffers communication overlap)")
+        if not (b.has("in_features") and b.has("out_features")):
+            blockers.append("feature sizes not given")
+        site = self.assign_sites.get(id(node))
+        init_method = b.value("init_method")
+        has_init = init_method is not None and not is_literal(init_method, None)
+        if site is None and has_init:
+            blockers.append("a custom init_method needs the call to be the whole right-hand side of an "
+                            "assignment")
+        if blockers:
+            self._flag(node, "PRT604", "te.Linear not rewritten because " + "; ".join(blockers))
+            return
+        func, imports = reference(self.ctx, "torch.nn.Linear")
+        bias = b.value("bias")
+        kwargs = [("in_features", src(self.ctx, b.value("in_features"))),
+                  ("out_features", src(self.ctx, b.value("out_features"))),
+                  ("bias", src(self.ctx, bias) if bias is not None else "True"),
+                  ("device", src(self.ctx, b.value("device")) if b.has("device") else '"cuda"')]
+        if b.has("params_dtype") and not is_literal(b.value("params_dtype"), None):
+            kwargs.append(("dtype", src(self.ctx, b.value("params_dtype"))))
+        multiline, indent = self._multiline(node)
+        replacement = render_call(func, kwargs, multiline=multiline, indent=indent,
+                                  comments=comments_of(b, {"params_dtype": "dtype"}))
+        edits: list[Edit] = []
+        if site is not None:
+            target = src(self.ctx, site.target)
+            lines, more = self._linear_init(target, bias, init_method if has_init else None)
+            imports = tuple(dict.fromkeys(imports + more))
+            edits.append(self._insert_after(site.statement, lines))
+            fix = Applicability.SAFE
+            init_note = ("TE's init written out (weight ~ N(0, 0.023), zero bias)" if not has_init else
+                         "the init_method applied to the weight and a zero bias, as TE does")
+            message = (f"te.Linear → torch.nn.Linear: same math outside FP8 autocast; device kept "
+                       f"({_device_note(b)}); {init_note}; {_CKPT}")
+        else:
+            fix = Applicability.UNSAFE
+            message = ("te.Linear → torch.nn.Linear (unsafe: init differs): nn.Linear initialises weight and bias "
+                       "kaiming-uniform instead of TE's N(0, 0.023) weight and zero bias, and no statement can "
+                       "follow this call to restore it; exact when a checkpoint is loaded; device kept; " + _CKPT)
+        self.report(node, "PRT600", message, replacement=replacement, fix=fix, add_imports=imports,
+                    edits=tuple(edits), remove_imports=("transformer_engine",), fix_title="use torch.nn.Linear")
+
+    def _linear_init(self, target: str, bias: cst.BaseExpression | None,
+                     init_method: cst.BaseExpression | None) -> tuple[list[str], tuple[str, ...]]:
+        imports: tuple[str, ...] = ()
+        lines: list[str] = []
+        if init_method is None:
+            normal, imports = reference(self.ctx, "torch.nn.init.normal_")
+            lines.append(f"{normal}({target}.weight, mean=0.0, std={TE_INIT_STD})")
+        else:
+            no_grad, imports = reference(self.ctx, "torch.no_grad")
+            lines += [f"with {no_grad}():", f"    {src(self.ctx, init_method)}({target}.weight)"]
+        if bias is None or not is_literal(bias, False):
+            zeros, more = reference(self.ctx, "torch.nn.init.zeros_")
+            imports = tuple(dict.fromkeys(imports + more))
+            if bias is None or is_literal(bias, True):
+                lines.append(f"{zeros}({target}.bias)")
+            else:
+                lines += [f"if {target}.bias is not None:", f"    {zeros}({target}.bias)"]
+        return lines, imports
+
+    # -- te.LayerNorm / te.RMSNorm ----------------------------------------------------------
+    def _norm(self, node: cst.Call, name: str) -> None:
+        b = bind(node, NORM_PARAMS, 2)
+        required: dict[str, tuple[object, ...]] = {"sequence_parallel": (None, False),
+                                                   "zero_centered_gamma": (False,)}
+        blockers = self._blockers(b, required)
+        shape = b.value("normalized_shape") or b.value("hidden_size")
+        if shape is None:
+            blockers.append("normalized_shape not given")
+        if b.has("normalized_shape") and b.has("hidden_size"):
+            blockers.append("both normalized_shape and hidden_size given")
+        if b.has("params_dtype") and b.has("dtype"):
+            blockers.append("both params_dtype and dtype given")
+        if b.has("zero_centered_gamma") and not is_literal(b.value("zero_centered_gamma"), False):
+            blockers = [x for x in blockers if not x.startswith("`zero_centered_gamma")]
+            blockers.append("zero_centered_gamma: TE computes x̂·(1+γ)+β and stores γ-1 (zero-initialised); "
+                            "torch.nn norms would read those checkpoints as γ (convert with w+1, or keep a shim)")
+        if blockers:
+            self._flag(node, "PRT604", f"te.{name} not rewritten because " + "; ".join(blockers))
+            return
+        func, imports = reference(self.ctx, f"torch.nn.{name}")
+        eps = b.value("eps")
+        dtype = b.value("params_dtype") if b.has("params_dtype") else b.value("dtype")
+        kwargs = [("normalized_shape", src(self.ctx, shape)),
+                  ("eps", src(self.ctx, eps) if eps is not None else "1e-5"),
+                  ("device", src(self.ctx, b.value("device")) if b.has("device") else '"cuda"')]
+        if dtype is not None and not is_literal(dtype, None):
+            kwargs.append(("dtype", src(self.ctx, dtype)))
+        multiline, indent = self._multiline(node)
+        eps_note = (" (torch.nn.RMSNorm's own default would be finfo(float32).eps)" if name == "RMSNorm" else "")
+        code = "PRT601" if name == "LayerNorm" else "PRT602"
+        self.report(node, code, f"te.{name} → torch.nn.{name}: same math, init and parameter names; eps "
+                    f"written out{eps_note}; device kept ({_device_note(b)})",
+                    replacement=render_call(func, kwargs, multiline=multiline, indent=indent,
+                                            comments=comments_of(b, {"hidden_size": "normalized_shape",
+                                                                     "params_dtype": "dtype"})),
+                    fix=Applicability.SAFE, add_imports=imports, remove_imports=("transformer_engine",),
+                    fix_title=f"use torch.nn.{name}")
+
+    # -- autocast ---------------------------------------------------------------------------
+    def _autocast(self, node: cst.Call, name: str) -> None:
+        params = AUTOCASTS[name]
+        b = bind(node, params, 1)
+        site = self.with_sites.get(id(node))
+        enabled = b.value("enabled")
+        if b.star or b.extra_positional or b.unknown or site is None:
+            why = ("it is not an item of a `with` statement" if site is None else
+                   "unknown or hidden arguments")
+            self._flag(node, "PRT610", f"te.{name}: FP8 execution has no portable drop-in; not rewritten because "
+                       f"{why}; for FP8 on MI300+/SM89+ use torchao.float8.convert_to_float8_training(model, "
+                       "config=Float8LinearConfig.from_recipe_name(\"tensorwise\")), else run in BF16")
+            return
+        null, imports = reference(self.ctx, "contextlib.nullcontext")
+        if enabled is not None and is_literal(enabled, False):
+            fix = Applicability.SAFE
+            message = f"te.{name}(enabled=False) does nothing: replaced by contextlib.nullcontext() (exact)"
+        else:
+            fix = Applicability.UNSAFE
+            recipe = b.value(params[2])
+            recipe_note = (f" (recipe {src(self.ctx, recipe)})" if recipe is not None else
+                           " (recipe=None: TE picks MXFP8, current or delayed scaling by GPU)")
+            cond = ("" if enabled is None or is_literal(enabled, True) else
+                    f" when `{src(self.ctx, enabled)}` is true")
+            message = (f"te.{name}{recipe_note}: FP8 has no portable drop-in; the unsafe fix drops the FP8 context"
+                       f"{cond}, so modules inside run in their parameter dtype (e.g. BF16: more precise than "
+                       "FP8 e4m3/e5m2, slower, more memory); to keep FP8 on MI300+/SM89+ call "
+                       "torchao.float8.convert_to_float8_training(model, config=Float8LinearConfig."
+                       "from_recipe_name(\"tensorwise\")) once after building the model (dynamic per-tensor "
+                       "scaling, not TE's delayed amax history)")
+        self.report(node, "PRT610", message, replacement=f"{null}()", fix=fix, add_imports=imports,
+                    remove_imports=("transformer_engine",), fix_title="drop the FP8 context")
+
+
+def _device_note(b: Bound) -> str:
+    return "given" if b.has("device") else 'TE default "cuda"'
+
+
+def _kw(node: cst.Call, name: str) -> cst.BaseExpression | None:
+    for a in node.args:
+        if a.keyword is not None and a.keyword.value == name:
+            return a.value
+    return None
+
+
+def src_value(b: Bound, name: str) -> str:
+    value = b.value(name)
+    if value is None:
+        return ""
+    v = literal(value)
+    return repr(v) if v is not None or is_literal(value, None) else "…"
+
+
+FAMILY = Family(
+    name=NAME,
+    title="Transformer Engine → torch.nn modules (FP8 via torchao.float8)",
+    order=50,
+    rules=RULES,
+    tokens=("transformer_engine",),
+    python=Fp8Visitor,
+    description="Replaces Transformer Engine's Linear, LayerNorm and RMSNorm with torch.nn modules, keeping "
+    "their device (`cuda`), eps and initialisation, and drops disabled FP8 autocast contexts. With "
+    "--unsafe-fixes it also drops enabled FP8 contexts (BF16/parameter-dtype execution).",
+    verified="Fixture tests for every rule; CPU parity of the rewritten modules against pure-torch references "
+    "of TE's documented LayerNorm/RMSNorm (eps, zero_centered_gamma) and Linear math and init; negative tests "
+    "for trap 25 (init, device, zero-centred gamma, LayerNormLinear names) and trap 30.",
+    review="FP8 training needs torchao.float8 on MI300+/SM89+ (different scaling recipe); TE checkpoints carry "
+    "`_extra_state` keys; LayerNormLinear/LayerNormMLP/TransformerLayer need a hand port.",
+)

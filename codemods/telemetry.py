@@ -288,10 +288,17 @@ class TelemetryVisitor(PyVisitor):
     def _subprocess(self, node: cst.Call, qual: str) -> None:
         if not node.args:
             return
-        texts = [s for s in _strings(node.args[0].value)]
-        joined = " ".join(texts)
-        if not re.search(r"(^|[\s/\"'])nvidia-smi\b", joined) and not any(t.startswith("nvidia-smi") for t in texts):
+        first = node.args[0].value
+        texts = _strings(first)
+        if not texts:
             return
+        if isinstance(first, (cst.List, cst.Tuple)):
+            head = texts[0].strip()
+            if not _SMI_LIST.fullmatch(head) and not _SMI_CMD.search(head):
+                return
+        elif not _SMI_CMD.search(texts[0] if len(texts) == 1 else " ".join(texts)):
+            return
+        joined = " ".join(texts)
         fields = []
         for m in re.finditer(r"--query-gpu[= ]([\w.,]+)", joined):
             fields += [f for f in m.group(1).split(",") if f]
@@ -547,6 +554,9 @@ def _strings(node: cst.CSTNode) -> list[str]:
     return out
 
 
+# the command word: at the start, or after a shell separator, optionally with a directory
+_SMI_CMD = re.compile(r"(?:^|[;&|(]\s*|\bsudo\s+)\s*(?:\S*/)?nvidia-smi(?=\s|$|[;&|)])")
+_SMI_LIST = re.compile(r"(?:\S*/)?nvidia-smi")
 _SUBPROCESS = {
     "subprocess.run", "subprocess.call", "subprocess.check_call", "subprocess.check_output",
     "subprocess.Popen", "subprocess.getoutput", "subprocess.getstatusoutput", "os.system", "os.popen",

@@ -3,8 +3,9 @@
 Quantization is never exact across libraries (spec §9 trap 21). What porter does:
 
 - 32-bit bnb Adam/AdamW (any paging) → ``torch.optim.Adam``/``AdamW`` with bnb's *decoupled* decay
-  kept (trap 5) and every hyperparameter written out: SAFE when nothing in the file hints at
-  fp16/bf16 parameters (bnb keeps fp32 state for them; torch keeps state in the param dtype).
+  kept (trap 5) and every hyperparameter written out: SAFE with zero weight decay when nothing in
+  the file hints at fp16/bf16 parameters (bnb keeps fp32 state for them); with decay UNSAFE, since
+  bnb's GPU kernel decays after the update and torch before it (a difference of lr*wd*update).
 - 8-bit bnb Adam/AdamW → ``torchao.optim.AdamW8bit`` (UNSAFE: a different 8-bit implementation).
 - ``Linear8bitLt`` training fp16 weights → ``torch.nn.Linear`` (UNSAFE: full-precision matmul).
 - ``bnb.nn.Embedding`` → ``torch.nn.Embedding`` plus bnb's xavier init (UNSAFE: see PRT413).
@@ -112,11 +113,14 @@ RULES = (
          explanation=_OPT_DOC + "\n\nThe 32-bit classes (`Adam`, `AdamW`, `Adam32bit`, `AdamW32bit`, "
          "`PagedAdam*`) compute `m/(sqrt(v)+eps·√bc2)·lr·√bc2/bc1`, which is torch's Adam update. porter "
          "rewrites them to `torch.optim.AdamW` (or `torch.optim.Adam` when weight decay is 0) with lr, "
-         "betas, eps and weight_decay written out. Paging only moves memory and is dropped. bnb keeps "
-         "fp32 state even for fp16/bf16 parameters while torch keeps state in the parameter dtype, so "
-         "the fix is safe only when the file shows no sign of half-precision parameters; otherwise it "
-         "is unsafe. `amsgrad=True`, `percentile_clipping != 100`, `args=` and unknown arguments block "
-         "the rewrite. With `strategy = \"bitsandbytes-rocm\"` the code is kept.",
+         "betas, eps and weight_decay written out. Paging only moves memory and is dropped.\n\n"
+         "The fix is **safe only with zero weight decay** and no sign of half-precision parameters in the "
+         "file. With weight decay it is unsafe: bnb's CUDA/HIP kernel applies the decay *after* the "
+         "update (`p' = (p + u)(1 - lr·wd)`) while torch applies it before (`p' = p(1 - lr·wd) + u`); "
+         "each step differs by `lr·wd·u` (bnb's CPU backend matches torch). bnb keeps fp32 state even "
+         "for fp16/bf16 parameters while torch keeps state in the parameter dtype. `amsgrad=True`, "
+         "`percentile_clipping != 100`, `args=` and unknown arguments block the rewrite. With "
+         "`strategy = \"bitsandbytes-rocm\"` the code is kept.",
          example="```python\nopt = bnb.optim.Adam(model.parameters(), lr=1e-4, weight_decay=0.1)\n# becomes\n"
          "opt = torch.optim.AdamW(params=model.parameters(), lr=1e-4, betas=(0.9, 0.999), eps=1e-8, "
          "weight_decay=0.1)\n```"),
@@ -350,16 +354,24 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
             func, imports = reference(self.ctx, target)
             hint = low_precision_hint(self.ctx.text)
             decay = ("bnb applies decoupled weight decay for every Adam class, so this is AdamW"
-                     if not decoupled and not wd_zero else "same update rule and decay")
-            if hint is None:
-                fix = Applicability.SAFE
-                caveat = ("exact for fp32 parameters (bnb keeps fp32 state even for fp16/bf16 parameters, "
-                          "torch keeps state in the parameter dtype)")
-            else:
+                     if not decoupled and not wd_zero else "no weight decay" if wd_zero else "decoupled decay")
+            caveats = []
+            if not wd_zero:
+                caveats.append("bnb's CUDA/HIP kernel decays after the update, p' = (p + u)(1 - lr*wd), torch "
+                               "before it, p' = p(1 - lr*wd) + u, so every step differs by lr*wd*u (a relative "
+                               "lr*wd, e.g. 1e-4 of the update at lr=1e-3, wd=0.1); bnb's CPU backend matches "
+                               "torch")
+            if hint is not None:
+                caveats.append(f"the file mentions `{hint}`: for fp16/bf16 parameters bnb keeps fp32 moments "
+                               "and updates in fp32 while torch keeps moments in the parameter dtype, so "
+                               "trajectories drift by the half-precision rounding of the moments")
+            if caveats:
                 fix = Applicability.UNSAFE
-                caveat = (f"unsafe because the file mentions `{hint}`: for fp16/bf16 parameters bnb keeps "
-                          "fp32 moments and updates in fp32, torch keeps moments in the parameter dtype, "
-                          "so trajectories drift by the half-precision rounding of the moments")
+                caveat = "unsafe: " + "; ".join(caveats)
+            else:
+                fix = Applicability.SAFE
+                caveat = ("exact for fp32 parameters (bnb keeps fp32 state even for fp16/bf16 parameters; "
+                          "torch keeps state in the parameter dtype)")
             message = (f"bitsandbytes {name} (32-bit state) → {target}: {decay}; lr, betas, eps and "
                        f"weight_decay written out; {caveat}.{paged}")
         else:

@@ -1,0 +1,394 @@
+"""Build flags and containers: nvcc flags in CUDAExtension builds, Dockerfiles, launch scripts.
+
+- ``CUDAExtension(..., extra_compile_args={"nvcc": [...]})``: on a ROCm build of torch,
+  ``torch.utils.cpp_extension`` hipifies the sources itself and hands the ``"nvcc"`` list
+  to hipcc (only ``-D...CUDA...`` flags are renamed). hipcc (clang) rejects nvcc-only
+  flags such as ``-gencode``, ``-arch=sm_80``, ``--use_fast_math`` or ``-Xptxas``. porter
+  gates the list on ``torch.version.hip``: the CUDA branch keeps the original list byte
+  for byte, the ROCm branch drops the flags that only steer nvcc/ptxas. The ROCm target
+  comes from ``PYTORCH_ROCM_ARCH`` (torch's counterpart of ``TORCH_CUDA_ARCH_LIST``).
+- Dockerfiles: NVIDIA base images, NVIDIA container-runtime variables.
+- Shell scripts and CI/launch YAML: ``docker run --gpus``, ``nvidia-smi``, pip commands
+  that use the CUDA wheel index or ``+cuXXX`` torch pins.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import libcst as cst
+
+from porter.findings import Applicability, Category, Finding, Severity
+from porter.framework import Family, FileContext, PyContext, PyVisitor, rule
+
+from ._deps_catalog import CUDA_TORCH_INDEX, DEFAULT_ROCM_VERSION, ROCM_VERSION_RE, rocm_index
+
+NAME = "build"
+SAFE, UNSAFE, NONE = Applicability.SAFE, Applicability.UNSAFE, Applicability.NONE
+DEFAULT_IMAGE = "rocm/pytorch:latest"
+DEVICE_FLAGS = ("--device=/dev/kfd --device=/dev/dri --group-add video --ipc=host "
+                "--security-opt seccomp=unconfined --shm-size=16G")
+
+RULES = (
+    rule("PRT840", "nvcc-flags-for-hipcc", NAME,
+         "nvcc-only flags in a CUDAExtension's `\"nvcc\"` list, which hipcc rejects on ROCm.",
+         Category.SHIM, severity=Severity.ERROR, fix=SAFE, effort_hours=0.5,
+         explanation="On ROCm, torch.utils.cpp_extension hipifies the extension's sources itself and "
+         "passes the `\"nvcc\"` flags to hipcc. Flags that only steer nvcc or ptxas (`-gencode`, "
+         "`-arch=sm_XX`, `-code`, `-Xptxas`, `-maxrregcount`, `--threads`, `-lineinfo`, "
+         "`--expt-relaxed-constexpr`, `--expt-extended-lambda`, `--use_fast_math` and its parts) make "
+         "hipcc fail. porter rewrites the list to `[<portable flags>] if torch.version.hip else "
+         "[<original list>]`.\n\nWhy SAFE: the CUDA build gets the original list unchanged. On ROCm the "
+         "dropped flags have no meaning (the GPU target comes from `PYTORCH_ROCM_ARCH`; relaxed "
+         "constexpr and extended lambdas are clang's default for HIP). `--use_fast_math` has no exact "
+         "hipcc equivalent (clang's `-ffast-math` also assumes no NaN/Inf, which breaks masking "
+         "code), so the ROCm build uses IEEE math: slower at worst, never less accurate. Lists that "
+         "are not all literal strings, or that hold flags needing a translation (`-Xcompiler`, "
+         "`-rdc=true`, `-ccbin`), are reported instead.",
+         example='```python\nextra_compile_args={"nvcc": ["-O3", "-gencode", "arch=compute_80,code=sm_80"]}\n'
+         '# becomes\nextra_compile_args={"nvcc": ["-O3"] if torch.version.hip else ["-O3", "-gencode", '
+         '"arch=compute_80,code=sm_80"]}\n```'),
+    rule("PRT841", "nvcc-flag-dynamic", NAME,
+         "An nvcc-only flag built outside a literal `\"nvcc\"` list, or one that needs a ROCm translation.",
+         Category.SHIM, severity=Severity.WARNING, effort_hours=0.5,
+         explanation="porter cannot see where this flag ends up (it is appended to a list, computed, or "
+         "needs translating: `-Xcompiler X` → `X`, `-rdc=true` → `-fgpu-rdc`). Gate it on "
+         "`torch.version.hip` by hand."),
+    rule("PRT842", "torch-cuda-arch-list", NAME,
+         "`TORCH_CUDA_ARCH_LIST` selects NVIDIA targets; ROCm builds read `PYTORCH_ROCM_ARCH`.",
+         Category.SHIM, severity=Severity.INFO, effort_hours=0.1,
+         explanation="Set `PYTORCH_ROCM_ARCH` (e.g. `gfx90a;gfx942`) for extension builds on ROCm; "
+         "without it torch compiles for the GPUs visible at build time."),
+    rule("PRT843", "cuda-home-check", NAME,
+         "`torch.utils.cpp_extension.CUDA_HOME` is None on ROCm builds.",
+         Category.SHIM, severity=Severity.WARNING, effort_hours=0.25,
+         explanation="A setup.py that requires `CUDA_HOME` (or builds paths from it) fails on ROCm. "
+         "Accept `ROCM_HOME` as well, or branch on `IS_HIP_EXTENSION` "
+         "(both in torch.utils.cpp_extension)."),
+    rule("PRT844", "nvidia-base-image", NAME,
+         "A Dockerfile starts from an NVIDIA image (`nvidia/cuda`, `nvcr.io/nvidia/...`).",
+         Category.REPLACE, severity=Severity.WARNING, fix=UNSAFE, effort_hours=1.0,
+         explanation="Start from AMD's PyTorch container, which pins a matched ROCm/PyTorch pair: "
+         "`rocm/pytorch` (or a `rocm/dev-*` image without torch). The NGC PyTorch image is swapped for "
+         "`[tool.porter.build] rocm-image` (default `rocm/pytorch:latest`) as an UNSAFE fix: Python "
+         "version, preinstalled packages and paths differ. Run the container with "
+         f"`{DEVICE_FLAGS}`."),
+    rule("PRT845", "docker-gpus-flag", NAME,
+         "`docker run --gpus` / the nvidia runtime expose NVIDIA GPUs only.",
+         Category.SHIM, severity=Severity.WARNING, fix=UNSAFE, effort_hours=0.25,
+         explanation=f"ROCm containers get the GPUs through device files: `{DEVICE_FLAGS}`. "
+         "`--gpus all` becomes `--device=/dev/kfd --device=/dev/dri --group-add video` as an UNSAFE "
+         "fix (the image must be a ROCm image too; add `--ipc=host`, `--shm-size` and the seccomp "
+         "option as the playbook lists). Compose `runtime: nvidia` / `driver: nvidia` and Kubernetes "
+         "`nvidia.com/gpu` are reported (AMD's device plugin resource is `amd.com/gpu`)."),
+    rule("PRT846", "nvidia-smi-script", NAME,
+         "`nvidia-smi` in a shell script, Dockerfile or CI config.",
+         Category.SHIM, severity=Severity.WARNING, effort_hours=0.25,
+         explanation="AMD's tools are `amd-smi` (and the older `rocm-smi`); their options and output "
+         "differ, so parsing code needs porting."),
+    rule("PRT847", "nvidia-container-env", NAME,
+         "NVIDIA container-runtime variables (`NVIDIA_VISIBLE_DEVICES`, `NVIDIA_DRIVER_CAPABILITIES`...).",
+         Category.SHIM, severity=Severity.INFO, effort_hours=0.1,
+         explanation="Only the NVIDIA container runtime reads them. On ROCm pass the device files and "
+         "select GPUs with `HIP_VISIBLE_DEVICES`/`ROCR_VISIBLE_DEVICES`."),
+    rule("PRT848", "pip-cuda-index-script", NAME,
+         "A pip command in a script or Dockerfile uses the CUDA PyTorch index or `+cuXXX` torch pins.",
+         Category.REPLACE, severity=Severity.WARNING, fix=SAFE, effort_hours=0.1,
+         explanation="The index URL becomes the ROCm index of `[tool.porter.dependencies] rocm-version` "
+         "(default 6.3) and `+cuXXX` labels on torch, torchvision and torchaudio are dropped (PEP 440 "
+         "`==X` then matches the ROCm build `X+rocmY`). CUDA `torch_stable.html` pages are reported."),
+)
+
+# -- nvcc flags -------------------------------------------------------------------------------------
+
+_WITH_ARG = {"-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code", "-Xptxas",
+             "--ptxas-options", "-maxrregcount", "--maxrregcount", "-t", "--threads", "-Xfatbin",
+             "--fatbin-options", "-Xnvlink", "--nvlink-options"}
+_PREFIXES = tuple(f + "=" for f in _WITH_ARG) + ("-arch=", "-gencode=")
+_EXACT = {"--use_fast_math", "-use_fast_math", "--expt-relaxed-constexpr", "-expt-relaxed-constexpr",
+          "--expt-extended-lambda", "-expt-extended-lambda", "--extended-lambda", "-extended-lambda",
+          "-lineinfo", "--generate-line-info", "--resource-usage", "-res-usage", "-allow-unsupported-compiler",
+          "--allow-unsupported-compiler", "--ftz=true", "--ftz=false", "-ftz=true", "-ftz=false",
+          "--prec-div=true", "--prec-div=false", "-prec-div=true", "-prec-div=false", "--prec-sqrt=true",
+          "--prec-sqrt=false", "-prec-sqrt=true", "-prec-sqrt=false", "--fmad=true", "--fmad=false",
+          "-fmad=true", "-fmad=false", "--keep", "-keep", "--source-in-ptx"}
+_TRANSLATE = {"-Xcompiler": "pass the host flags directly", "--compiler-options": "pass the host flags directly",
+              "-ccbin": "hipcc picks its own host compiler", "--compiler-bindir": "hipcc picks its own host compiler",
+              "-rdc=true": "use -fgpu-rdc", "--relocatable-device-code=true": "use -fgpu-rdc",
+              "-dc": "use -fgpu-rdc", "--device-c": "use -fgpu-rdc", "-G": "device debug info differs on hipcc",
+              "-dlto": "use -foffload-lto"}
+
+
+def nvcc_only(flag: str) -> bool:
+    """True for a flag that only nvcc/ptxas understands and that hipcc can simply drop."""
+    return flag in _EXACT or flag in _WITH_ARG or flag.startswith(_PREFIXES)
+
+
+def _translate(flag: str) -> str | None:
+    if flag in _TRANSLATE:
+        return _TRANSLATE[flag]
+    for key in ("-Xcompiler=", "--compiler-options=", "-ccbin=", "--compiler-bindir="):
+        if flag.startswith(key):
+            return _TRANSLATE[key[:-1]]
+    return None
+
+
+def _str(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        try:
+            value = node.evaluated_value
+        except Exception:  # noqa: BLE001
+            return None
+        return value if isinstance(value, str) else None
+    return None
+
+
+_HIP_TEST = re.compile(r"\b(hip|HIP|rocm|ROCM|ROCm|IS_HIP_EXTENSION)\b|version\.hip|ROCM_HOME")
+
+
+class BuildVisitor(PyVisitor):
+    family = NAME
+
+    def __init__(self, ctx: PyContext) -> None:
+        super().__init__(ctx)
+        text = ctx.text
+        self.active = "cpp_extension" in text or "CUDAExtension" in text or "nvcc" in text
+        self._gated = 0
+        self._handled: set[int] = set()
+        self._in_import = 0
+
+    # gates: code under `if torch.version.hip` / `x if IS_HIP_EXTENSION else y` is left alone
+    def visit_If(self, node: cst.If) -> None:
+        if _HIP_TEST.search(self.code(node.test)):
+            self._gated += 1
+
+    def leave_If(self, original_node: cst.If) -> None:
+        if _HIP_TEST.search(self.code(original_node.test)):
+            self._gated -= 1
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        if _HIP_TEST.search(self.code(node.test)):
+            self._gated += 1
+
+    def leave_IfExp(self, original_node: cst.IfExp) -> None:
+        if _HIP_TEST.search(self.code(original_node.test)):
+            self._gated -= 1
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self._in_import += 1
+
+    def leave_Import(self, original_node: cst.Import) -> None:
+        self._in_import -= 1
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self._in_import += 1
+
+    def leave_ImportFrom(self, original_node: cst.ImportFrom) -> None:
+        self._in_import -= 1
+
+    # "nvcc": [...] in a dict literal, nvcc=[...] in dict(...)
+    def visit_DictElement(self, node: cst.DictElement) -> None:
+        if self.active and not self._gated and _str(node.key) == "nvcc" and isinstance(node.value, cst.List):
+            self._nvcc_list(node.value)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if (self.active and not self._gated and node.keyword is not None and node.keyword.value == "nvcc"
+                and isinstance(node.value, cst.List)):
+            self._nvcc_list(node.value)
+
+    def _nvcc_list(self, lst: cst.List) -> None:
+        values: list[tuple[cst.BaseElement, str | None]] = [(el, _str(el.value)) for el in lst.elements]
+        for el, _ in values:
+            self._handled.add(id(el.value))
+        keep: list[str] = []
+        dropped: list[str] = []
+        problems: list[str] = []
+        skip_next = False
+        for el, value in values:
+            if skip_next:
+                skip_next = False
+                if value is None:
+                    problems.append(f"the argument of {dropped[-1]} is not a literal")
+                dropped.append(value or "?")
+                continue
+            if value is None or isinstance(el, cst.StarredElement):
+                problems.append(f"`{self.code(el.value)}` is not a literal string")
+                keep.append(self.code(el.value))
+                continue
+            why = _translate(value)
+            if why is not None:
+                problems.append(f"{value}: {why}")
+                continue
+            if nvcc_only(value):
+                dropped.append(value)
+                skip_next = value in _WITH_ARG
+                continue
+            keep.append(self.code(el.value))
+        if not dropped and not problems:
+            return
+        if problems or skip_next:
+            if skip_next:
+                problems.append(f"{dropped[-1]} has no argument")
+            if dropped or any(":" in p for p in problems):
+                self.report(lst, "PRT840", f"nvcc flags hipcc rejects ({', '.join(dropped) or 'none droppable'}); "
+                            f"not rewritten: {'; '.join(problems)}", fix=NONE)
+            return
+        torch_name = self.ctx.imports.alias_for("torch") or "torch"
+        adds = () if self.ctx.imports.alias_for("torch") else ("import torch",)
+        replacement = f"[{', '.join(keep)}] if {torch_name}.version.hip else {self.code(lst)}"
+        self.report(lst, "PRT840", f"nvcc-only flags {', '.join(dropped)} break hipcc on ROCm: gated on "
+                    "torch.version.hip (set PYTORCH_ROCM_ARCH for the ROCm targets)", replacement=replacement,
+                    fix=SAFE, add_imports=adds, fix_title="gate the nvcc-only flags on torch.version.hip")
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        if not self.active or self._gated or id(node) in self._handled:
+            return
+        value = _str(node)
+        if value is None:
+            return
+        if value == "TORCH_CUDA_ARCH_LIST":
+            self.report(node, "PRT842", "TORCH_CUDA_ARCH_LIST selects NVIDIA targets; ROCm extension builds read "
+                        "PYTORCH_ROCM_ARCH", fix=NONE)
+            return
+        if nvcc_only(value) and value not in ("-t", "-code", "-keep"):
+            self.report(node, "PRT841", f"nvcc-only flag {value} outside a literal \"nvcc\" list: gate it on "
+                        "torch.version.hip by hand", fix=NONE)
+        elif value in _TRANSLATE and value not in ("-G", "-dc"):
+            self.report(node, "PRT841", f"nvcc flag {value} needs a ROCm translation ({_TRANSLATE[value]})", fix=NONE)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if not self.active or self._in_import or self._gated or node.value != "CUDA_HOME":
+            return
+        if self.qualname(node) == "torch.utils.cpp_extension.CUDA_HOME":
+            self.report(node, "PRT843", "CUDA_HOME is None on ROCm builds of torch: accept ROCM_HOME too or branch "
+                        "on IS_HIP_EXTENSION", fix=NONE)
+
+
+# -- text files --------------------------------------------------------------------------------------
+
+
+def _code_part(line: str) -> str:
+    m = re.search(r"(^|\s)#", line)
+    return line if m is None else line[: m.start()]
+
+
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    pos = 0
+    for raw in text.splitlines(keepends=True):
+        yield pos, _code_part(raw.rstrip("\r\n"))
+        pos += len(raw)
+
+
+def _rocm_version(ctx: FileContext) -> str:
+    value = str(ctx.settings.option("dependencies", "rocm-version", DEFAULT_ROCM_VERSION))
+    return value if ROCM_VERSION_RE.match(value) else DEFAULT_ROCM_VERSION
+
+
+_SMI = re.compile(r"(?<![\w./-])nvidia-smi\b")
+_GPUS = re.compile(r"--gpus(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
+_RUNTIME = re.compile(r"--runtime(?:=|\s+)nvidia\b|^\s*runtime:\s*nvidia\b|\bdriver:\s*nvidia\b")
+_K8S = re.compile(r"nvidia\.com/gpu\b")
+_NV_ENV = re.compile(r"(?<![\w$])(NVIDIA_VISIBLE_DEVICES|NVIDIA_DRIVER_CAPABILITIES|NVIDIA_REQUIRE_CUDA)\b")
+_ARCH_LIST = re.compile(r"(?<![\w$])TORCH_CUDA_ARCH_LIST(?=\s*[=:]|\s+\S)")
+_URL = re.compile(CUDA_TORCH_INDEX.pattern)
+_TORCH_PIN = re.compile(r"(?<![\w.-])(torch|torchvision|torchaudio)(==|===|>=|<=|~=)([0-9][\w.]*)(\+cu\d+)")
+
+
+def _common(ctx: FileContext, *, docker: bool = False) -> Iterator[Finding]:
+    version = _rocm_version(ctx)
+    for pos, line in _lines(ctx.text):
+        if not line.strip():
+            continue
+        for m in _SMI.finditer(line):
+            yield ctx.finding("PRT846", "nvidia-smi is NVIDIA-only: use amd-smi (or rocm-smi) on AMD; their output "
+                              "differs", pos + m.start(), pos + m.end())
+        for m in _NV_ENV.finditer(line):
+            yield ctx.finding("PRT847", f"{m.group(1)} is read only by the NVIDIA container runtime; on ROCm pass "
+                              "/dev/kfd and /dev/dri and select GPUs with HIP_VISIBLE_DEVICES",
+                              pos + m.start(1), pos + m.end(1))
+        for m in _ARCH_LIST.finditer(line):
+            yield ctx.finding("PRT842", "TORCH_CUDA_ARCH_LIST selects NVIDIA targets; set PYTORCH_ROCM_ARCH "
+                              "(e.g. gfx942) for ROCm extension builds", pos + m.start(), pos + m.end())
+        if "pip" in line or "uv " in line or "index" in line:
+            for m in _URL.finditer(line):
+                url = m.group(0).rstrip("/")
+                if m.group("stable"):
+                    yield ctx.finding("PRT848", f"CUDA wheel page {url}: use --extra-index-url "
+                                      f"{rocm_index(version)} instead", pos + m.start(), pos + m.end())
+                    continue
+                new = rocm_index(version, nightly=bool(m.group("nightly")))
+                yield ctx.finding("PRT848", f"CUDA PyTorch index {url}: the ROCm {version} index replaces it",
+                                  pos + m.start(), pos + m.start() + len(url), replacement=new, fix=SAFE,
+                                  fix_title=f"use {new}")
+            for m in _TORCH_PIN.finditer(line):
+                yield ctx.finding("PRT848", f"{m.group(0)} pins a CUDA build: the +cu label is dropped",
+                                  pos + m.start(4), pos + m.end(4), replacement="", fix=SAFE,
+                                  fix_title="drop the +cu label")
+        for m in _RUNTIME.finditer(line):
+            yield ctx.finding("PRT845", "the nvidia container runtime exposes NVIDIA GPUs only; ROCm containers need "
+                              f"{DEVICE_FLAGS}", pos + m.start(), pos + m.end())
+        for m in _K8S.finditer(line):
+            yield ctx.finding("PRT845", "nvidia.com/gpu is NVIDIA's device-plugin resource; AMD's is amd.com/gpu",
+                              pos + m.start(), pos + m.end())
+        if "docker" in line or "podman" in line or docker:
+            for m in _GPUS.finditer(line):
+                value = m.group(1).strip("\"'")
+                if value == "all":
+                    yield ctx.finding("PRT845", "--gpus exposes NVIDIA GPUs only; ROCm containers need "
+                                      f"{DEVICE_FLAGS}", pos + m.start(), pos + m.end(),
+                                      replacement="--device=/dev/kfd --device=/dev/dri --group-add video",
+                                      fix=UNSAFE, fix_title="pass the ROCm device files")
+                else:
+                    yield ctx.finding("PRT845", f"--gpus {m.group(1)} selects NVIDIA GPUs; on ROCm pass "
+                                      "/dev/kfd and the chosen /dev/dri/renderD* nodes", pos + m.start(),
+                                      pos + m.end())
+
+
+def check_shell(ctx: FileContext) -> Iterator[Finding]:
+    yield from _common(ctx)
+
+
+def check_yaml(ctx: FileContext) -> Iterator[Finding]:
+    yield from _common(ctx)
+
+
+_FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(?P<image>\S+)", re.IGNORECASE)
+
+
+def check_dockerfile(ctx: FileContext) -> Iterator[Finding]:
+    image_target = str(ctx.settings.option(NAME, "rocm-image", DEFAULT_IMAGE))
+    for pos, line in _lines(ctx.text):
+        m = _FROM.match(line)
+        if not m:
+            continue
+        image = m.group("image")
+        start, end = pos + m.start("image"), pos + m.end("image")
+        bare = image.split("@", 1)[0]
+        if bare.startswith(("nvcr.io/nvidia/pytorch:", "nvcr.io/nvidia/pytorch@")):
+            yield ctx.finding("PRT844", f"{image} is NVIDIA's PyTorch container: start from {image_target} (AMD's "
+                              f"PyTorch container) and run it with {DEVICE_FLAGS}", start, end,
+                              replacement=image_target, fix=UNSAFE, fix_title=f"use {image_target}")
+        elif bare.startswith(("nvidia/cuda", "nvcr.io/nvidia/", "docker.io/nvidia/cuda")):
+            yield ctx.finding("PRT844", f"{image} is an NVIDIA CUDA image: start from rocm/pytorch (or a rocm/dev-* "
+                              f"image without torch) and run it with {DEVICE_FLAGS}", start, end)
+    yield from _common(ctx, docker=False)
+
+
+FAMILY = Family(
+    name=NAME,
+    title="Build flags and containers: hipcc-safe nvcc flags, ROCm images and device flags",
+    order=85,
+    rules=RULES,
+    tokens=("nvcc", "CUDAExtension", "cpp_extension", "TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "nvidia", "nvcr.io",
+            "--gpus", "NVIDIA_", "download.pytorch.org", "+cu"),
+    python=BuildVisitor,
+    checkers={"shell": check_shell, "yaml": check_yaml, "dockerfile": check_dockerfile},
+    description="Gates nvcc-only flags of CUDAExtension builds on `torch.version.hip`, points pip commands in "
+    "scripts at the ROCm wheel index, and (with --unsafe-fixes) swaps NGC PyTorch base images and `--gpus all` "
+    "for their ROCm counterparts.",
+    verified="Fixture tests (tests/fixtures/build): the CUDA branch of every gated flag list is the original "
+    "list; the rewritten setup.py parses; flags already under a hip/ROCm gate are left alone.",
+    review="Set PYTORCH_ROCM_ARCH for the target GPUs; re-check fast-math-sensitive kernels; rebuild the "
+    "container from the ROCm image and run it with the device flags.",
+)

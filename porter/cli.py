@@ -20,8 +20,26 @@ from . import __version__
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
+LAZY_COMMANDS = {"migrate": ("porter.migrate", "migrate"), "doctor": ("porter.doctor", "doctor")}
+
+
 class PorterGroup(click.Group):
-    """Turns unexpected exceptions into exit code 2 with a one-line message."""
+    """Loads heavy commands lazily; turns unexpected exceptions into exit code 2."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(LAZY_COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            import importlib
+
+            module, attr = LAZY_COMMANDS[cmd_name]
+            try:
+                command = getattr(importlib.import_module(module), attr)
+            except (ImportError, AttributeError):
+                return None
+            self.add_command(command)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -106,6 +124,8 @@ def _settings(kw: dict[str, Any], root: Path, unsafe: bool | None = None):  # ty
     extra: dict[str, Any] = {}
     if kw.get("timeout") is not None:
         extra["timeout"] = kw["timeout"]
+    if kw.get("annotate"):
+        extra["annotate"] = True
     request = ConfigRequest(
         config=kw.get("config", ()),
         isolated=kw.get("isolated", False),
@@ -294,8 +314,9 @@ def check(fmt: str, exit_zero: bool, include_benign: bool, **kw: Any) -> None:
               help="Write one patch per rule family (plus INDEX.md) here instead of changing files.")
 @click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when any file was changed.")
 @click.option("--show-fixes", is_flag=True, help="List every fix applied.")
+@click.option("--annotate", is_flag=True, help="Write a `porter: CODE reason` comment above each flagged site.")
 def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit_non_zero_on_fix: bool,
-          show_fixes: bool, **kw: Any) -> None:
+          show_fixes: bool, annotate: bool, **kw: Any) -> None:
     """Apply porter's fixes to PATHS (safe ones; --unsafe-fixes adds approximations)."""
     from . import reporters
     from .runner import write
@@ -311,6 +332,8 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
         outcome = fix(name, decoded.text, language, settings, newline=decoded.newline)
         sys.stdout.buffer.write(decoded.encode(outcome.text))
         sys.exit(EXIT_OK)
+    if annotate:
+        kw["annotate"] = True
     result, console = _run(kw, "fix", unsafe_fixes)
     series = result.series()
     changed = result.changed_files
@@ -381,20 +404,6 @@ def rules_cmd(as_json: bool, family: str | None) -> None:
     for r in table:
         click.echo(f"{r.code}  {r.name:<34} {r.category.value:<8} fix={r.fix.value:<6} {r.family:<12} {r.summary}")
 
-
-def _register_optional() -> None:
-    """Commands that live in their own modules (registered when present)."""
-    import importlib
-
-    for module, attr in (("porter.doctor", "doctor"), ("porter.migrate", "migrate")):
-        try:
-            command = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError):
-            continue
-        main.add_command(command)
-
-
-_register_optional()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

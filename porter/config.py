@@ -60,6 +60,7 @@ KNOWN_KEYS = {
     "cache",
     "cache-dir",
     "respect-gitignore",
+    "annotate",
 }
 
 
@@ -82,6 +83,7 @@ class Settings:
     cache: bool = True
     cache_dir: str = ".porter_cache"
     respect_gitignore: bool = True
+    annotate: bool = False  # apply: write a `porter: CODE reason` comment above flagged sites
     options: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # family -> options
     source: str = ""  # where the settings came from (for messages)
 
@@ -129,6 +131,7 @@ class Settings:
                 self.ignore,
                 self.per_file_ignores,
                 self.unsafe_fixes,
+                self.annotate,
                 self.max_file_size,
                 self.options,
             )
@@ -190,7 +193,7 @@ def from_table(table: dict[str, Any], base: Settings | None = None, source: str 
             if not isinstance(value, dict):
                 raise ConfigError("`per-file-ignores` must be a table of glob = [codes]")
             changes[attr] = tuple((str(k), _as_codes(v, key)) for k, v in value.items())
-        elif norm in {"unsafe-fixes", "cache", "respect-gitignore"}:
+        elif norm in {"unsafe-fixes", "cache", "respect-gitignore", "annotate"}:
             if not isinstance(value, bool):
                 raise ConfigError(f"`{key}` must be true or false")
             changes[attr] = value

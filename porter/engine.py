@@ -7,6 +7,7 @@ is exactly the sequence of texts ``porter apply`` goes through.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -278,4 +279,60 @@ def fix(
                     f"{MAX_ROUNDS} rounds", path=relpath)
         )
     remaining = [f for f in findings if f.code != "PRT007"] + errors
+    if settings.annotate:
+        annotated = annotate(text, language, remaining)
+        if annotated != text:
+            stages.append(Stage(ANNOTATE, wrap, text, annotated, []))
+            text = annotated
     return FixOutcome(text, stages, fixed, remaining, new_files, by_family)
+
+
+ANNOTATE = "annotate"
+_ANNOTATE_PREFIX = {"python": "#", "cuda": "//", "shell": "#", "yaml": "#", "dockerfile": "#",
+                    "requirements": "#", "conda": "#", "setup-cfg": "#", "pyproject": "#"}
+
+
+def annotate(text: str, language: str, findings: Sequence[Finding]) -> str:
+    """Insert a ``porter: CODE reason`` comment line above each flagged (unfixed) site.
+
+    Only warning/error findings without an applied fix are annotated, once per line and code; a
+    line that already carries the annotation is left alone, so annotating is idempotent. A
+    Python result that no longer parses (a site inside a multi-line string) is abandoned.
+    """
+    from .reporters import severity_of
+
+    prefix = _ANNOTATE_PREFIX.get(language)
+    if prefix is None:
+        return text
+    lines = re.findall(r".*?(?:\r\n|\n|\r)|.+$", text, flags=re.S)
+    by_line: dict[int, list[Finding]] = {}
+    for f in findings:
+        if f.code.startswith("PRT00") or severity_of(f).value == "info" or f.line > len(lines):
+            continue
+        by_line.setdefault(f.line, []).append(f)
+    if not by_line:
+        return text
+    out = list(lines)
+    for line_no in sorted(by_line, reverse=True):
+        idx = line_no - 1
+        previous = lines[idx - 1] if idx > 0 else ""
+        if previous.rstrip("\r\n").endswith("\\"):
+            continue  # inside a macro or a continued line
+        body = lines[idx]
+        indent = body[: len(body) - len(body.lstrip(" \t"))]
+        eol = "\r\n" if body.endswith("\r\n") or (not body.endswith("\n") and "\r\n" in text) else "\n"
+        notes = []
+        for f in by_line[line_no]:
+            tag = f"porter: {f.code}"
+            if tag in previous or any(tag in n for n in notes):
+                continue
+            message = f.message if len(f.message) <= 110 else f.message[:107] + "..."
+            notes.append(f"{indent}{prefix} {tag} {message}{eol}")
+        out[idx:idx] = notes
+    result = "".join(out)
+    if language == "python":
+        try:
+            cst.parse_module(result)
+        except (cst.ParserSyntaxError, RecursionError):
+            return text
+    return result

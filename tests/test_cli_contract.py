@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from cli_helpers import git, needs_git, run_porter
 
 SAMPLE = '''from transformers import AutoModelForCausalLM
@@ -261,3 +260,14 @@ def test_other_formats(tmp_path: Path, fmt: str) -> None:
     root = make_tree(tmp_path)
     proc = run_porter("audit", "--format", fmt, "--no-cache", str(root))
     assert proc.returncode == 0 and b"PRT030" in proc.stdout
+
+
+def test_annotate_flags_sites_once(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(SAMPLE + "dyn = AutoModelForCausalLM.from_pretrained('x', use_flash_attention_2=flag)\n")
+    assert run_porter("apply", "--annotate", "--no-cache", str(tmp_path)).returncode == 0
+    text = (tmp_path / "m.py").read_text()
+    assert "# porter: PRT011 " in text and "# porter: PRT031 " in text
+    assert 'attn_implementation="sdpa"' in text
+    compile(text, "m.py", "exec")
+    again = run_porter("apply", "--annotate", "--dry-run", "--no-cache", str(tmp_path))
+    assert again.returncode == 0 and again.stdout == b""

@@ -433,10 +433,12 @@ class DevicesVisitor(PyVisitor):
         table = gate.table()
         feature = intent_of(context)
         base = f"capability gate `{shown}`: {table}; {_AMD_CAPS}"
-        if feature is None or gate.kind == "minor" or self.dm is None:
+        if feature is None or gate.kind == "minor" or gate.op in ("==", "!=") or self.dm is None:
             why = ("it does not say which feature it gates (name the bf16/fp8/tf32 flag, or call a "
                    "porter_device.supports_* function)" if feature is None else
                    "it tests the minor version alone" if gate.kind == "minor" else
+                   "an equality test picks one NVIDIA generation, not a feature; use "
+                   "porter_device.gpu_arch() for architecture-specific code" if gate.op in ("==", "!=") else
                    "this file is the capability module")
             self.report(node, "PRT700", f"{base}; not rewritten: {why}", fix=NONE,
                         data={"gate": shown, "feature": feature})

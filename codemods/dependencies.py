@@ -27,7 +27,7 @@ import libcst as cst
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from porter.findings import Applicability, Category, Finding, Severity
+from porter.findings import Applicability, Category, Edit, Finding, Severity
 from porter.framework import Family, FileContext, PyContext, PyVisitor, rule
 from porter.manifests import requirement_lines, toml_strings
 
@@ -228,9 +228,9 @@ def assess(req: Requirement, raw: str, ctx: FileContext) -> list[Action]:
         actions.append(Action("PRT804", f"{dist} is a CUDA build of CuPy and CuPy publishes no wheel for ROCm "
                               f"{version}: build it from source with CUPY_INSTALL_USE_HIP=1"))
         return actions
-    local = [s for s in req.specifier if CUDA_LOCAL.search(s.version)]
+    local = [s for s in req.specifier if "+" in s.version and re.search(r"cu\d+", s.version.split("+", 1)[1])]
     if local:
-        if dist in TORCH_DISTS:
+        if dist in TORCH_DISTS and all(CUDA_LOCAL.search(s.version) for s in local):
             new = CUDA_LOCAL.sub("", raw)
             if _parses_as(new, dist):
                 actions.append(Action("PRT801", f"{dist}{local[0]} pins a CUDA build; the label is dropped so the "
@@ -366,9 +366,20 @@ def check_requirements(ctx: FileContext) -> Iterator[Finding]:
     added_index = False
     torch_line = None
     has_torchao = False
+    produced: set[str] = {ln.value.rstrip("/") for ln in lines if ln.option and "/rocm" in ln.value}
     for ln in lines:
         if ln.option in ("-i", "--index-url", "--extra-index-url", "-f", "--find-links"):
-            yield from _index_option(ctx, ln, version)
+            for f in _index_option(ctx, ln, version):
+                target = f.data.get("target")
+                if target is not None and target in produced and f.fix == SAFE:
+                    f = ctx.finding("PRT800", f"CUDA wheel index {ln.value}: the ROCm {version} index is already "
+                                    "listed, so the line is dropped", ln.value_start, ln.value_end,
+                                    replacement="", fix=SAFE, fix_title="drop the duplicate index line",
+                                    edits=())
+                    f.edits = (Edit(ln.start, ln.end, ""),)
+                elif target is not None:
+                    produced.add(target)
+                yield f
             continue
         if ln.requirement is None:
             continue
@@ -419,12 +430,12 @@ def _index_option(ctx: FileContext, ln, version: str) -> Iterator[Finding]:
     if new is not None and not stable and ln.option not in ("-f", "--find-links"):
         yield ctx.finding("PRT800", f"CUDA PyTorch wheel index {value}: the ROCm {version} index replaces it",
                           ln.value_start, ln.value_end, replacement=new, fix=SAFE,
-                          fix_title=f"use {new}")
+                          fix_title=f"use {new}", data={"target": new})
     elif new is not None:
         opt_start = ctx.text.index(ln.option, ln.start)
         yield ctx.finding("PRT800", f"CUDA wheel page {value}: the ROCm {version} index replaces it",
                           opt_start, ln.value_end, replacement=f"--extra-index-url {new}", fix=SAFE,
-                          fix_title=f"use --extra-index-url {new}")
+                          fix_title=f"use --extra-index-url {new}", data={"target": new})
     elif "pypi.nvidia.com" in value or "pypi.ngc.nvidia.com" in value:
         yield ctx.finding("PRT800", f"NVIDIA package index {value}: it serves CUDA-only packages",
                           ln.value_start, ln.value_end)
@@ -520,8 +531,6 @@ def _torchao_toml_array(ctx: FileContext, s) -> Finding | None:
 
 def insert_after_item(ctx: FileContext, start: int, end: int, quote: str, valid) -> Finding | None:
     """PRT805: add the torchao requirement after the list item ``text[start:end]`` (torch)."""
-    from porter.findings import Edit
-
     text = ctx.text
     req = _torchao_req(ctx)
     j = end

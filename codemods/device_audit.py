@@ -206,6 +206,13 @@ RULES = (
          explanation="`torch.cuda.gds` wraps NVIDIA cuFile and `green_contexts` wraps CUDA green "
          "contexts; neither exists on ROCm. Fall back to ordinary file I/O (`torch.load` with "
          "`mmap=True`) or ordinary streams."),
+    rule("PRT060", "training-code", NAME,
+         "Training code: an optimizer, DDP/FSDP wrapper, process-group setup or trainer.",
+         Category.BENIGN, severity=Severity.INFO,
+         explanation="Not a porting problem: torch optimizers, DDP, FSDP and `init_process_group(\"nccl\")` "
+         "run on ROCm (RCCL). The audit uses these sites as evidence that the repository trains or "
+         "fine-tunes models, which places it in the playbook's second goal (1-3 weeks: collectives, "
+         "checkpoint portability, re-tuning)."),
     rule("PRT053", "cuda-env-tuning", NAME,
          "A CUDA runtime/debug environment variable set or read from Python "
          "(`CUDA_LAUNCH_BLOCKING`, `CUDA_DEVICE_MAX_CONNECTIONS`, `PYTORCH_CUDA_ALLOC_CONF`...).",
@@ -252,6 +259,29 @@ def cuda_literals(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(expr, cst.BooleanOperation):
         return cuda_literals(expr.left) + cuda_literals(expr.right)
     return []
+
+
+TRAINING_CALLS = frozenset({
+    "torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel",
+    "torch.nn.parallel.DataParallel",
+    "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard",
+    "torch.distributed._composable.fsdp.fully_shard", "torch.distributed.init_process_group",
+    "transformers.Trainer", "transformers.Seq2SeqTrainer", "transformers.TrainingArguments",
+    "trl.SFTTrainer", "trl.DPOTrainer", "trl.GRPOTrainer", "deepspeed.initialize",
+    "accelerate.Accelerator", "lightning.Trainer", "pytorch_lightning.Trainer",
+})
+_TRAINING_PREFIXES = ("torch.optim.",)
+_NOT_OPTIMIZERS = ("torch.optim.lr_scheduler", "torch.optim.swa_utils", "torch.optim.Optimizer")
+
+
+def is_training_call(qual: str | None) -> bool:
+    if not qual:
+        return False
+    if qual in TRAINING_CALLS:
+        return True
+    if qual.startswith(_TRAINING_PREFIXES) and not qual.startswith(_NOT_OPTIMIZERS):
+        return qual.rsplit(".", 1)[-1][:1].isupper()
+    return False
 
 
 def _target_name(node: cst.BaseExpression) -> str:
@@ -369,6 +399,9 @@ class DeviceAuditVisitor(PyVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         qual = self.qualname(func)
+        if is_training_call(qual):
+            self.report(node.func, "PRT060", f"training code: {qual}", fix=Applicability.NONE,
+                        data={"qualname": qual})
         if qual in AMP_DEPRECATED:
             self._amp_call(node, qual)
         elif isinstance(func, cst.Attribute) and func.attr.value == "cuda" and qual != "torch.cuda":
@@ -497,7 +530,8 @@ FAMILY = Family(
     title="Device code inventory: .cuda(), device strings, torch.cuda classified",
     order=15,
     rules=RULES,
-    tokens=("cuda", "CUDA"),
+    tokens=("cuda", "CUDA", "optim", "DataParallel", "fully_shard", "FullyShardedDataParallel",
+            "init_process_group", "Trainer", "TrainingArguments", "deepspeed", "Accelerator"),
     python=DeviceAuditVisitor,
     description="Rewrites the deprecated `torch.cuda.amp` entry points to `torch.amp` with device "
     "`\"cuda\"`; everything else in this family is inventory (what runs unchanged on ROCm, what to "

@@ -91,6 +91,9 @@ ALIASES: dict[str, str] = {
     "dropout_layer_norm": "flash_attn",
     "fused_dense_lib": "flash_attn",
     "xentropy_cuda_lib": "flash_attn",
+    "rotary_emb": "flash_attn",
+    "ft_attention": "flash_attn",
+    "fused_softmax_lib": "flash_attn",
 }
 
 _BY_MODULE = {p.module: p for p in PACKAGES}
@@ -212,6 +215,23 @@ _IMPORTERS = {"importlib.import_module", "__import__", "importlib.__import__", "
 _PROBES = {"importlib.util.find_spec", "importlib.find_loader", "pkgutil.find_loader",
            "importlib.metadata.version", "importlib.metadata.distribution", "importlib_metadata.version",
            "pkg_resources.get_distribution", "pkg_resources.require"}
+# lightning_utilities-style probes: RequirementCache("flash-attn>=2.0"), package_available("apex")
+_REQ_PROBES = {"RequirementCache", "package_available", "module_available", "compare_version"}
+_REQ_PROBE_LIBS = {"lightning_utilities", "lightning", "pytorch_lightning", "lightning_fabric"}
+
+
+def _requirement_name(text: str) -> str:
+    """The distribution name of a PEP 508 requirement string (``flash-attn>=2.0`` -> ``flash-attn``)."""
+    try:
+        from packaging.requirements import InvalidRequirement, Requirement
+    except ImportError:  # pragma: no cover
+        return re.split(r"[<>=!~;\[ ]", text.strip(), maxsplit=1)[0]
+    try:
+        return Requirement(text).name
+    except InvalidRequirement:
+        return text.strip()
+
+
 _HELPER = re.compile(r"^is_(flash_attn(?:_2|_3)?|xformers|bitsandbytes|bnb|apex|transformer_engine|pynvml|"
                      r"cupy|tensorrt|torch_tensorrt)_available$|^is_(flash_attn)_greater_or_equal\w*$")
 _HELPER_LIBS = {"transformers", "diffusers", "accelerate", "peft", "trl", "optimum", "lightning",
@@ -390,8 +410,8 @@ class PackagesVisitor(PyVisitor):
                 self.report(node, "PRT019", f"{qual}(\"{name}\") loads CUDA-only {pkg.dist} at run time; "
                             f"{pkg.advice} (uses of the returned module are not traced)",
                             fix=Applicability.NONE, data={"package": pkg.dist, "module": name})
-        elif qual in _PROBES:
-            pkg = package_of_dist(name) if name else None
+        elif qual in _PROBES or qual.rsplit(".", 1)[-1] in _REQ_PROBES and qual.split(".")[0] in _REQ_PROBE_LIBS:
+            pkg = package_of_dist(_requirement_name(name)) if name else None
             if pkg is not None and name is not None:
                 self.report(node, "PRT023", f"{qual}(\"{name}\") probes for CUDA-only {pkg.dist}; check "
                             "the fallback path on ROCm", fix=Applicability.NONE, data={"package": pkg.dist})
@@ -448,6 +468,25 @@ class PackagesVisitor(PyVisitor):
                             "(porter resolves names per file)", fix=Applicability.NONE,
                             data={"package": pkg.dist, "name": b.local})
 
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if not isinstance(node.value, cst.SimpleString) or _string_value(node.value) not in _FA2_VALUES:
+            return
+        for t in node.targets:
+            target = t.target
+            key = None
+            if isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(
+                target.slice[0].slice, cst.Index
+            ):
+                key = _string_value(target.slice[0].slice.value)
+            elif isinstance(target, cst.Attribute):
+                key = target.attr.value.lstrip("_")
+            if key == "attn_implementation":
+                self.report(node.value, "PRT030",
+                            'attn_implementation "flash_attention_2" needs flash-attn; "sdpa" is portable',
+                            replacement=_requote(node.value, "sdpa"), fix=Applicability.SAFE,
+                            fix_title='use "sdpa"')
+                return
+
     def visit_DictElement(self, node: cst.DictElement) -> None:
         if _string_value(node.key) == "attn_implementation" and isinstance(node.value, cst.SimpleString):
             if _string_value(node.value) in _FA2_VALUES:
@@ -464,7 +503,7 @@ FAMILY = Family(
     rules=RULES,
     tokens=("flash_attn", "xformers", "apex", "bitsandbytes", "transformer_engine", "pynvml",
             "flash_attention_2", "dali", "cupy", "pycuda", "tensorrt", "cuda", "amp_C", "syncbn",
-            "fast_layer_norm", "dropout_layer_norm", "fused_dense_lib", "flash-attn", "transformer-engine",
+            "fast_layer_norm", "dropout_layer_norm", "fused_dense_lib", "rotary_emb", "ft_attention", "_lib", "flash-attn", "transformer-engine",
             "nvidia-ml-py", "_available"),
     python=PackagesVisitor,
     description="Switches Hugging Face models from the flash-attn implementation to `\"sdpa\"`, "

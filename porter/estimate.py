@@ -1,0 +1,364 @@
+"""The audit summary: counts by class, family, rule and fix level, top blockers, and an effort
+estimate placed against the playbook's three goals.
+
+Everything is computed from the findings alone, so ``porter audit --format json`` and the
+Markdown report agree by construction. Rule metadata (class, effort per site, best fix) comes
+from :func:`porter.registry.rules`; a finding's own ``category``/``effort_hours`` win.
+
+The estimate (all hours are engineer hours; a day is :data:`HOURS_PER_DAY` focused hours):
+
+- *site hours*: the effort of every site porter cannot fix by itself (fix level ``none``);
+  sites with an ``unsafe`` fix count only in the high end (they need a review, not a port);
+  sites with a ``safe`` fix count nothing,
+- *kernel files*: a fixed cost per CUDA source file (rule PRT870: HIPify, build, test),
+- *packages*: a fixed cost per CUDA-only package the code or manifests use (install route,
+  CI image, version pin), :data:`PACKAGE_HOURS` each,
+- *setup*: :data:`SETUP_HOURS` once (ROCm container, smoke test) when anything was found.
+
+The low end is 0.8x that sum; the high end adds the unsafe-fix reviews and multiplies by 1.5
+(2.0 when custom kernels are present: kernel ports are the least predictable work).
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from . import registry
+from .findings import Applicability, Category, Finding, Rule, Severity
+
+HOURS_PER_DAY = 6.0
+PACKAGE_HOURS = 4.0
+SETUP_HOURS = 4.0
+LOW_FACTOR = 0.8
+HIGH_FACTOR = 1.5
+HIGH_FACTOR_KERNELS = 2.0
+TOP_BLOCKERS = 10
+
+KERNEL_FILE_CODE = "PRT870"
+# Custom-kernel evidence (bespoke research code): the kernels family's "replace" rules.
+KERNEL_FAMILY = "kernels"
+# Training evidence (fine-tune with FSDP/DDP): explicit training-code sites, plus families whose
+# findings only occur in training code.
+TRAINING_CODES = frozenset({"PRT060"})
+TRAINING_FAMILIES = frozenset({"distributed"})
+TRAINING_NAME_HINTS = ("optim", "grad-scaler", "ddp", "fsdp", "sync-batchnorm", "syncbn")
+
+GOALS: tuple[tuple[str, str, str, str], ...] = (
+    ("serve", "Serve an open-weights model on cheaper hardware", "days", "low"),
+    ("fine-tune", "Train/fine-tune with FSDP on rented capacity", "1-3 weeks", "medium"),
+    ("bespoke", "Run bespoke research code with custom kernels", "4+ weeks", "high"),
+)
+
+
+# -- per-finding metadata ------------------------------------------------------------------------
+
+
+def rule_of(f: Finding) -> Rule | None:
+    return registry.rules().get(f.code)
+
+
+def category_of(f: Finding) -> Category:
+    if f.category is not None:
+        return f.category
+    r = rule_of(f)
+    return r.category if r else Category.BENIGN
+
+
+def severity_of(f: Finding) -> Severity:
+    if f.severity is not None:
+        return f.severity
+    r = rule_of(f)
+    return r.severity if r else Severity.ERROR
+
+
+def effort_of(f: Finding) -> float:
+    if f.effort_hours is not None:
+        return float(f.effort_hours)
+    r = rule_of(f)
+    return float(r.effort_hours) if r else 0.0
+
+
+def family_of(f: Finding) -> str:
+    return registry.family_of(f.code)
+
+
+def fix_level(f: Finding) -> str:
+    """``safe``/``unsafe``/``manual``: what porter can do for this site."""
+    if f.fix == Applicability.SAFE:
+        return "safe"
+    if f.fix == Applicability.UNSAFE:
+        return "unsafe"
+    return "manual"
+
+
+def is_blocker(f: Finding) -> bool:
+    """A site that stands between the repo and ROCm: shim/replace work porter does not do safely."""
+    return category_of(f) != Category.BENIGN and f.fix != Applicability.SAFE and not f.code.startswith("PRT00")
+
+
+def package_of(f: Finding) -> str | None:
+    """The CUDA-only distribution a finding is about (from its data), normalised."""
+    for key in ("package", "dist", "distribution"):
+        value = f.data.get(key) if f.data else None
+        if isinstance(value, str) and value:
+            return value.strip().lower().replace("_", "-")
+    return None
+
+
+def directory_of(path: str) -> str:
+    d = posixpath.dirname(path)
+    return d or "."
+
+
+# -- the summary ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Blocker:
+    code: str
+    name: str
+    family: str
+    category: str
+    severity: str
+    path: str
+    line: int
+    column: int
+    effort_hours: float
+    fix: str
+    message: str
+
+
+@dataclass
+class RuleCount:
+    code: str
+    name: str
+    family: str
+    category: str
+    count: int
+    safe: int
+    unsafe: int
+    manual: int
+    hours: float  # manual hours these sites contribute to the estimate (point value)
+
+
+@dataclass
+class Estimate:
+    site_hours: float  # manual sites (fix: none), kernel-file findings excluded
+    unsafe_review_hours: float  # sites with an unsafe fix (high end only)
+    kernel_files: int
+    kernel_file_hours: float
+    packages: list[str]
+    package_hours: float
+    setup_hours: float
+    total_hours: float  # point estimate: site + kernel files + packages + setup
+    low_days: float
+    high_days: float
+    days: float
+    hours_per_day: float
+    reasoning: list[str]
+
+
+@dataclass
+class GoalFit:
+    key: str
+    goal: str
+    typical_effort: str
+    risk: str
+    matched: bool
+    evidence: list[str]
+
+
+@dataclass
+class AuditSummary:
+    files_scanned: int
+    total: int
+    by_category: dict[str, int]
+    by_family: dict[str, int]
+    by_rule: list[RuleCount]
+    by_fix: dict[str, int]
+    by_severity: dict[str, int]
+    blockers_total: int
+    top_blockers: list[Blocker]
+    estimate: Estimate
+    goal: str  # key of the goal this repo matches
+    goals: list[GoalFit]
+    what_it_takes: list[str]
+    automatic: dict[str, int] = field(default_factory=dict)  # code -> sites porter fixes (safe)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def goal_fit(self) -> GoalFit:
+        return next(g for g in self.goals if g.key == self.goal)
+
+
+def _round(x: float, step: float = 0.5) -> float:
+    return math.ceil(x / step) * step if x > 0 else 0.0
+
+
+def summarize(findings: list[Finding], files_scanned: int = 0) -> AuditSummary:
+    """Counts, blockers, the effort estimate and the goal placement for a list of findings."""
+    table = registry.rules()
+    by_category = {c.value: 0 for c in Category}
+    by_fix = {"safe": 0, "unsafe": 0, "manual": 0}
+    by_severity = {s.value: 0 for s in Severity}
+    by_family: Counter[str] = Counter()
+    rules: dict[str, RuleCount] = {}
+    site_hours = unsafe_hours = 0.0
+    kernel_files: set[str] = set()
+    packages: set[str] = set()
+    kernel_evidence: list[Finding] = []
+    training_evidence: list[Finding] = []
+    for f in findings:
+        cat = category_of(f)
+        level = fix_level(f)
+        fam = family_of(f)
+        by_category[cat.value] += 1
+        by_fix[level] += 1
+        by_severity[severity_of(f).value] += 1
+        by_family[fam] += 1
+        r = table.get(f.code)
+        rc = rules.get(f.code)
+        if rc is None:
+            rc = rules[f.code] = RuleCount(f.code, r.name if r else f.code, fam, (r.category if r else cat).value,
+                                           0, 0, 0, 0, 0.0)
+        rc.count += 1
+        setattr(rc, level, getattr(rc, level) + 1)
+        hours = effort_of(f)
+        if f.code == KERNEL_FILE_CODE:
+            kernel_files.add(f.path)
+        elif level == "manual":
+            site_hours += hours
+            rc.hours += hours
+        elif level == "unsafe":
+            unsafe_hours += hours
+        pkg = package_of(f)
+        if pkg and cat != Category.BENIGN:
+            packages.add(pkg)
+        if fam == KERNEL_FAMILY and cat == Category.REPLACE:
+            kernel_evidence.append(f)
+        name = r.name if r else ""
+        if f.code in TRAINING_CODES or fam in TRAINING_FAMILIES or any(h in name for h in TRAINING_NAME_HINTS):
+            training_evidence.append(f)
+
+    kernel_rule = table.get(KERNEL_FILE_CODE)
+    file_cost = kernel_rule.effort_hours if kernel_rule else 4.0
+    kernel_hours = file_cost * len(kernel_files)
+    package_hours = PACKAGE_HOURS * len(packages)
+    setup = SETUP_HOURS if findings else 0.0
+    total = site_hours + kernel_hours + package_hours + setup
+    high_factor = HIGH_FACTOR_KERNELS if kernel_evidence else HIGH_FACTOR
+    low_days = _round(total * LOW_FACTOR / HOURS_PER_DAY)
+    high_days = _round((total + unsafe_hours) * high_factor / HOURS_PER_DAY)
+    days = _round(total / HOURS_PER_DAY)
+    reasoning = [
+        f"{by_fix['manual']} site(s) porter cannot fix: {site_hours:g} h of manual work "
+        "(sum of each rule's per-site effort; kernel files counted below)",
+        f"{by_fix['safe']} site(s) with a safe fix: 0 h (`porter apply` rewrites them)",
+        f"{by_fix['unsafe']} site(s) with an unsafe fix: {unsafe_hours:g} h of review, counted in the high "
+        "end only (`porter apply --unsafe-fixes`)",
+        f"{len(kernel_files)} CUDA source file(s) x {file_cost:g} h (HIPify, build for the AMD target, test) "
+        f"= {kernel_hours:g} h",
+        f"{len(packages)} CUDA-only package(s) x {PACKAGE_HOURS:g} h (install route, CI image, pins) "
+        f"= {package_hours:g} h" + (f": {', '.join(sorted(packages))}" if packages else ""),
+        f"setup (ROCm container, smoke test): {setup:g} h",
+        f"total {total:g} h / {HOURS_PER_DAY:g} focused h per day = {days:g} day(s); range x{LOW_FACTOR:g} to "
+        f"(total + unsafe reviews) x{high_factor:g}" + (" (custom kernels widen the range)" if kernel_evidence
+                                                       else "") + f" = {low_days:g}-{high_days:g} day(s)",
+    ]
+    estimate = Estimate(
+        site_hours=round(site_hours, 2), unsafe_review_hours=round(unsafe_hours, 2),
+        kernel_files=len(kernel_files), kernel_file_hours=kernel_hours, packages=sorted(packages),
+        package_hours=package_hours, setup_hours=setup, total_hours=round(total, 2), low_days=low_days,
+        high_days=high_days, days=days, hours_per_day=HOURS_PER_DAY, reasoning=reasoning,
+    )
+
+    goals = _goals(kernel_evidence, training_evidence, kernel_files)
+    goal = next(g.key for g in goals if g.matched)
+    blockers = sorted((f for f in findings if is_blocker(f)), key=_blocker_key)
+    top = [_blocker(f) for f in blockers[:TOP_BLOCKERS]]
+    by_rule = sorted(rules.values(), key=lambda rc: (-rc.hours, -rc.count, rc.code))
+    automatic = {rc.code: rc.safe for rc in sorted(rules.values(), key=lambda r: r.code) if rc.safe}
+    return AuditSummary(
+        files_scanned=files_scanned, total=len(findings), by_category=by_category,
+        by_family=dict(sorted(by_family.items())), by_rule=by_rule, by_fix=by_fix, by_severity=by_severity,
+        blockers_total=len(blockers), top_blockers=top, estimate=estimate, goal=goal, goals=goals,
+        what_it_takes=_what_it_takes(goal, estimate, by_fix, rules, kernel_evidence),
+        automatic=automatic,
+    )
+
+
+def _blocker_key(f: Finding) -> tuple[Any, ...]:
+    cat_rank = {Category.REPLACE: 0, Category.SHIM: 1, Category.BENIGN: 2}[category_of(f)]
+    sev_rank = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}[severity_of(f)]
+    return (cat_rank, -effort_of(f), sev_rank, f.path, f.line, f.column, f.code)
+
+
+def _blocker(f: Finding) -> Blocker:
+    r = rule_of(f)
+    return Blocker(
+        code=f.code, name=r.name if r else f.code, family=family_of(f), category=category_of(f).value,
+        severity=severity_of(f).value, path=f.path, line=f.line, column=f.column, effort_hours=effort_of(f),
+        fix=f.fix.value, message=f.message,
+    )
+
+
+def _where(fs: list[Finding], limit: int = 3) -> str:
+    locs = [f"{f.path}:{f.line}" for f in fs[:limit]]
+    more = f" and {len(fs) - limit} more" if len(fs) > limit else ""
+    return ", ".join(locs) + more
+
+
+def _goals(kernels: list[Finding], training: list[Finding], kernel_files: set[str]) -> list[GoalFit]:
+    bespoke = bool(kernels)
+    fine_tune = not bespoke and bool(training)
+    serve = not bespoke and not fine_tune
+    out = []
+    for key, goal, typical, risk in GOALS:
+        if key == "bespoke":
+            evidence = ([f"custom kernels: {len(kernels)} site(s) in {len(kernel_files)} CUDA file(s) "
+                         f"({_where(kernels)})"] if kernels else ["no custom kernels found"])
+            matched = bespoke
+        elif key == "fine-tune":
+            evidence = ([f"training code (optimizers, DDP/FSDP, distributed setup): {len(training)} site(s) "
+                         f"({_where(training)})"] if training else ["no training loop, optimizer or DDP/FSDP found"])
+            matched = fine_tune
+        else:
+            evidence = ["no custom kernels and no training code: an inference/serving workload"] if serve else []
+            matched = serve
+        out.append(GoalFit(key, goal, typical, risk, matched, evidence))
+    return out
+
+
+def _what_it_takes(goal: str, est: Estimate, by_fix: dict[str, int], rules: dict[str, RuleCount],
+                   kernels: list[Finding]) -> list[str]:
+    steps = []
+    if by_fix["safe"]:
+        steps.append(f"run `porter apply` for the {by_fix['safe']} safe rewrite(s) and review the patch series")
+    if by_fix["unsafe"]:
+        steps.append(f"review the {by_fix['unsafe']} approximation(s) offered by `porter apply --unsafe-fixes`")
+    if est.packages:
+        steps.append(f"replace or rebuild {len(est.packages)} CUDA-only package(s): {', '.join(est.packages)}")
+    if kernels:
+        steps.append(f"port {est.kernel_files} CUDA file(s) and {len(kernels)} custom-kernel site(s): delete, "
+                     "rewrite in Triton, or HIPify and fix warp-size hazards")
+    manual = sum(rc.manual for rc in rules.values() if rc.code != KERNEL_FILE_CODE)
+    if manual:
+        steps.append(f"work through {manual} manual site(s) ({est.site_hours:g} h), blockers first")
+    if goal == "fine-tune":
+        steps.append("validate collectives with rccl-tests and checkpoint portability before the first long run")
+    if goal == "serve":
+        steps.append("benchmark cost per million tokens on the ROCm fleet against the current one")
+    steps.append(f"estimated {est.low_days:g}-{est.high_days:g} engineer-day(s) (point {est.days:g})")
+    return steps
+
+
+__all__ = [
+    "AuditSummary", "Blocker", "Estimate", "GoalFit", "RuleCount", "category_of", "directory_of", "effort_of",
+    "fix_level", "is_blocker", "severity_of", "summarize",
+]

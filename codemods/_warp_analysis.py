@@ -1,0 +1,1016 @@
+"""The warp-size analysis over one CUDA/C++ source text (tree-sitter CUDA grammar).
+
+``analyse(text, strategy)`` returns :class:`Site` objects: a rule code, a character range, a
+message and (optionally) edits. ``codemods.warp_size`` turns them into findings and adds the
+header include. The same analysis runs on CUDA source embedded in Python strings.
+
+How a literal becomes a hazard (the spec's decision rule): only in a warp context. Warp
+intrinsic calls (shuffles, votes, ballots, ``__syncwarp``) are hazards by themselves; loops,
+lane arithmetic, shared arrays and block geometry are reported only inside a function that
+calls a raw warp intrinsic (directly, through a macro, or through a device function that does),
+and only when the operand is lane/warp-index tainted or resolves to a warp constant. Once
+porter's rewrite has replaced the raw intrinsics with ``porter_*`` calls those functions are no
+longer "raw", so the companion reports disappear and the pass is idempotent.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import tree_sitter_cuda
+from tree_sitter import Language, Node, Parser, Query, QueryCursor
+
+from porter.findings import Applicability
+
+from ._warp_symbols import Symbols
+
+LANG = Language(tree_sitter_cuda.language())
+_PARSER = Parser(LANG)
+
+LOGICAL = "logical"
+PHYSICAL = "physical"
+
+SHUFFLES_SYNC = {"__shfl_sync": "shfl", "__shfl_up_sync": "shfl_up", "__shfl_down_sync": "shfl_down",
+                 "__shfl_xor_sync": "shfl_xor"}
+SHUFFLES_LEGACY = {"__shfl": "shfl", "__shfl_up": "shfl_up", "__shfl_down": "shfl_down", "__shfl_xor": "shfl_xor"}
+VOTES_SYNC = {"__ballot_sync": "ballot", "__any_sync": "any", "__all_sync": "all"}
+VOTES_LEGACY = {"__ballot": "ballot", "__any": "any", "__all": "all"}
+BALLOT_SOURCES = {"__ballot_sync", "__ballot", "__activemask", "__match_any_sync", "__match_all_sync",
+                  "__lanemask_lt", "__lanemask_le", "__lanemask_gt", "__lanemask_ge"}
+NV_ONLY = re.compile(r"^(?:__reduce_\w+_sync|__match_(?:any|all)_sync|__fns|__builtin_nvvm_bar_warp_sync)$")
+BIT_CONSUMERS = {"__popc": "porter_popc", "__ffs": "porter_ffs", "__clz": "porter_clz", "__brev": ""}
+RAW_WARP_CALL = re.compile(
+    r"\b(?:__shfl(?:_up|_down|_xor)?(?:_sync)?|__ballot(?:_sync)?|__any_sync|__all_sync|__activemask|"
+    r"__syncwarp|__match_(?:any|all)_sync|__reduce_\w+_sync)\s*\("
+)
+PORTER_COLLECTIVE = re.compile(r"\bporter_(?:shfl\w*|ballot\w*|any\w*|all\w*|activemask\w*|syncwarp)\s*\(")
+SHFL_CALL = re.compile(r"\b__shfl(?:_up|_down|_xor)?(?:_sync)?\s*\(")
+PTX_WARP = re.compile(r"shfl\.sync|vote\.|%%?laneid|%%?lanemask_|redux\.sync|activemask|bar\.warp\.sync")
+PTX_MMA = re.compile(r"\bmma\.sync|\bldmatrix|\bwmma\.|\bmma\.")
+TAINT_SOURCE = re.compile(r"\bthreadIdx\b|__lane_id\s*\(|laneid|thread_rank\s*\(|\blane_id\s*\(|get_lane_id")
+TAINT_NAME = re.compile(
+    r"^(?:lane|lane_?id|laneId|laneid|lane_idx|laneIdx|tid|thread_id|threadId|wid|warp_?id|warpId|"
+    r"warp_idx|warpIdx|lid)$"
+)
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_THIRTY_TWO = {32}
+HEADER = "porter_warp.h"
+
+
+@dataclass
+class Site:
+    code: str
+    start: int  # character offsets in the analysed text
+    end: int
+    message: str
+    edits: list[tuple[int, int, str]] = field(default_factory=list)
+    fix: Applicability = Applicability.NONE
+    needs_header: bool = False
+
+
+@dataclass
+class Func:
+    node: Node
+    start: int
+    end: int
+    name: str
+    kind: str  # "device" (__global__/__device__), "hd" (__host__ __device__), "host"
+    text: str
+    raw_warp: bool = False
+    collective: bool = False  # raw or porter_* warp collectives (for H17)
+    mma: bool = False
+    taint: set[str] = field(default_factory=set)
+
+
+_QUERY_SRC = """
+(call_expression function: (_) @callee arguments: (argument_list) @args) @call
+(for_statement) @for
+(declaration) @decl
+(binary_expression) @bin
+(gnu_asm_expression) @asm
+(if_statement condition: (_) @cond consequence: (_) @then) @if
+((identifier) @wid (#match? @wid "^(warpSize|__AMDGCN_WAVEFRONT_SIZE|__AMDGCN_WAVEFRONT_SIZE__|C10_WARP_SIZE)$"))
+((type_identifier) @wid (#eq? @wid "warpSize"))
+((field_identifier) @wfield (#eq? @wfield "warpSize"))
+(preproc_def name: (identifier) @dname value: (preproc_arg) @dbody) @def
+(preproc_function_def name: (identifier) @fname parameters: (preproc_params) @fparams value: (preproc_arg) @fbody) @fdef
+(function_definition) @fn
+(launch_bounds) @lb
+(template_type name: (type_identifier) @tname arguments: (template_argument_list) @targs) @ttype
+(template_function name: (identifier) @tfname arguments: (template_argument_list) @tfargs) @tfunc
+(optional_parameter_declaration) @optparam
+(subscript_expression) @sub
+"""
+_QUERY = Query(LANG, _QUERY_SRC)
+
+
+def parse(text: str, cache: dict | None = None):
+    """The tree-sitter tree of ``text`` (shared through ``ctx.cache`` when given)."""
+    key = "tree-sitter-cuda"
+    if cache is not None:
+        got = cache.get(key)
+        if got is not None and getattr(got, "_porter_text", None) is text:
+            return got.tree
+    data = text.encode("utf-8", "surrogatepass")
+    tree = _PARSER.parse(data)
+    if cache is not None:
+        cache[key] = _Cached(tree, text)
+    return tree
+
+
+class _Cached:
+    def __init__(self, tree, text: str) -> None:
+        self.tree = tree
+        self._porter_text = text
+
+
+class Analyser:
+    def __init__(self, text: str, strategy: str = LOGICAL, cache: dict | None = None) -> None:
+        self.text = text
+        self.strategy = strategy
+        self.data = text.encode("utf-8", "surrogatepass")
+        self.ascii = len(self.data) == len(text)
+        self._b2c: list[int] | None = None
+        self.tree = parse(text, cache)
+        self.sites: list[Site] = []
+        self.sym = Symbols()
+        self.funcs: list[Func] = []
+        self.caps: dict[str, list[Node]] = {}
+        self.physical_blockers: list[tuple[int, str]] = []
+        self.macro_raw: set[str] = set()
+
+    # -- offsets ------------------------------------------------------------------------------------
+    def c(self, byte: int) -> int:
+        if self.ascii:
+            return byte
+        if self._b2c is None:
+            table = [0] * (len(self.data) + 1)
+            ci = 0
+            bi = 0
+            for ch in self.text:
+                n = len(ch.encode("utf-8", "surrogatepass"))
+                for k in range(n):
+                    table[bi + k] = ci
+                bi += n
+                ci += 1
+            table[bi] = ci
+            self._b2c = table
+        return self._b2c[byte]
+
+    def t(self, node: Node) -> str:
+        return self.data[node.start_byte : node.end_byte].decode("utf-8", "surrogatepass")
+
+    def span(self, node: Node) -> tuple[int, int]:
+        return self.c(node.start_byte), self.c(node.end_byte)
+
+    def site(self, code: str, node_or_span, message: str, edits=(), fix=Applicability.NONE, header=False) -> Site:
+        if isinstance(node_or_span, tuple):
+            start, end = node_or_span
+        else:
+            start, end = self.span(node_or_span)
+        s = Site(code, start, end, message, list(edits), fix if edits else Applicability.NONE, header and bool(edits))
+        self.sites.append(s)
+        return s
+
+    def edit(self, node: Node, text: str) -> tuple[int, int, str]:
+        a, b = self.span(node)
+        return (a, b, text)
+
+    # -- passes -------------------------------------------------------------------------------------
+    def run(self) -> list[Site]:
+        cursor = QueryCursor(_QUERY)
+        caps = cursor.captures(self.tree.root_node)
+        self.caps = {k: sorted(v, key=lambda n: n.start_byte) for k, v in caps.items()}
+        self._symbols()
+        self._functions()
+        self._macro_bodies()
+        self._calls()
+        self._default_masks()
+        self._loops()
+        self._binaries()
+        self._declarations()
+        self._identifiers()
+        self._templates()
+        self._asm()
+        self._ifs()
+        self._launch_bounds()
+        self._volatile_trees()
+        self._mma_guard()
+        return self.sites
+
+    def _symbols(self) -> None:
+        for node in self.caps.get("def", []):
+            name = node.child_by_field_name("name")
+            value = node.child_by_field_name("value")
+            if name is None or value is None:
+                continue
+            body = self.t(value).strip()
+            self.sym.defines.setdefault(self.t(name), body)
+            if re.search(r"\bwarpSize\b|__AMDGCN_WAVEFRONT_SIZE|__GFX9__|__gfx9", body):
+                self.sym.dependent.add(self.t(name))
+            # a define inside #if on a wavefront macro is arch-dependent
+            p = node.parent
+            while p is not None and p.type not in ("translation_unit",):
+                if p.type in ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_else"):
+                    cond = p.child_by_field_name("condition") or p.child_by_field_name("name")
+                    if cond is not None and re.search(r"__AMDGCN_WAVEFRONT_SIZE|__GFX9__|__gfx9|GFX9",
+                                                      self.t(cond)):
+                        self.sym.dependent.add(self.t(name))
+                p = p.parent
+        for node in self.caps.get("fdef", []):
+            name = node.child_by_field_name("name")
+            params = node.child_by_field_name("parameters")
+            value = node.child_by_field_name("value")
+            if name is None or value is None:
+                continue
+            ps = tuple(_IDENT.findall(self.t(params))) if params is not None else ()
+            self.sym.fn_macros[self.t(name)] = (ps, self.t(value))
+        for node in self.caps.get("decl", []):
+            txt = self.t(node)
+            if not re.match(r"\s*(?:static\s+)?(?:constexpr|const)\b|.*\bconstexpr\b", txt):
+                continue
+            for child in node.children:
+                if child.type == "init_declarator":
+                    d = child.child_by_field_name("declarator")
+                    v = child.child_by_field_name("value")
+                    if d is not None and v is not None and d.type == "identifier":
+                        self.sym.consts.setdefault(self.t(d), self.t(v))
+        # function-like macros whose bodies call raw warp intrinsics
+        changed = True
+        while changed:
+            changed = False
+            for name, (_ps, body) in self.sym.fn_macros.items():
+                if name in self.macro_raw:
+                    continue
+                if RAW_WARP_CALL.search(body) or any(
+                    m in self.macro_raw for m in re.findall(r"([A-Za-z_]\w*)\s*\(", body)
+                ):
+                    self.macro_raw.add(name)
+                    changed = True
+
+    def _functions(self) -> None:
+        for node in self.caps.get("fn", []):
+            quals = set()
+            name = ""
+            for child in node.children:
+                if child.type in ("__global__", "__device__", "__host__"):
+                    quals.add(child.type)
+                elif child.type == "function_declarator":
+                    d = child.child_by_field_name("declarator")
+                    name = self.t(d) if d is not None else ""
+                    break
+            if "__host__" in quals and quals & {"__global__", "__device__"}:
+                kind = "hd"
+            elif quals & {"__global__", "__device__"}:
+                kind = "device"
+            else:
+                kind = "host"
+            body = node.child_by_field_name("body")
+            self.funcs.append(Func(node, node.start_byte, node.end_byte, name.split("::")[-1], kind,
+                                   self.t(body) if body is not None else ""))
+        raw_names: set[str] = set()
+        for f in self.funcs:
+            called = set(re.findall(r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*>)?\s*\(", f.text))
+            if RAW_WARP_CALL.search(f.text) or called & self.macro_raw:
+                f.raw_warp = True
+                raw_names.add(f.name)
+            if PTX_MMA.search(f.text) or re.search(r"\bwmma::|\bnvcuda::wmma", f.text):
+                f.mma = True
+        changed = True
+        while changed:  # functions calling a raw-warp device function are raw too
+            changed = False
+            for f in self.funcs:
+                if f.raw_warp or f.kind == "host":
+                    continue
+                called = set(re.findall(r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*>)?\s*\(", f.text))
+                if called & raw_names:
+                    f.raw_warp = True
+                    raw_names.add(f.name)
+                    changed = True
+        self.raw_names = raw_names
+        coll: set[str] = set(raw_names)
+        for f in self.funcs:
+            if f.raw_warp or PORTER_COLLECTIVE.search(f.text):
+                f.collective = True
+                coll.add(f.name)
+        changed = True
+        while changed:
+            changed = False
+            for f in self.funcs:
+                if f.collective or f.kind == "host":
+                    continue
+                called = set(re.findall(r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*>)?\s*\(", f.text))
+                if called & coll:
+                    f.collective = True
+                    coll.add(f.name)
+                    changed = True
+        self.collective_names = coll
+        for f in self.funcs:
+            self._taint(f)
+
+    def _taint(self, f: Func) -> None:
+        names: set[str] = set()
+        # parameters named like lanes
+        decls = [n for n in self.caps.get("decl", []) if f.start <= n.start_byte < f.end]
+        for _ in range(2):
+            for d in decls:
+                for child in d.children:
+                    if child.type != "init_declarator":
+                        continue
+                    dn = child.child_by_field_name("declarator")
+                    v = child.child_by_field_name("value")
+                    if dn is None or v is None or dn.type != "identifier":
+                        continue
+                    vt = self.t(v)
+                    if TAINT_SOURCE.search(vt) or set(_IDENT.findall(vt)) & names:
+                        names.add(self.t(dn))
+        f.taint = names
+
+    def func_at(self, byte: int) -> Func | None:
+        best = None
+        for f in self.funcs:
+            if f.start <= byte < f.end and (best is None or f.start >= best.start):
+                best = f
+        return best
+
+    def tainted(self, text: str, f: Func | None) -> bool:
+        if TAINT_SOURCE.search(text):
+            return True
+        idents = set(_IDENT.findall(text))
+        if f is not None and idents & f.taint:
+            return True
+        return any(TAINT_NAME.match(i) for i in idents)
+
+    def is_device(self, byte: int) -> bool:
+        f = self.func_at(byte)
+        return f is not None and f.kind in ("device", "hd")
+
+    def file_raw_warp(self) -> bool:
+        return any(f.raw_warp for f in self.funcs) or bool(self.macro_raw)
+
+    # -- rules ----------------------------------------------------------------------------------------
+    def _callee(self, call: Node) -> tuple[str, Node | None]:
+        fn = call.child_by_field_name("function")
+        if fn is None:
+            return "", None
+        if fn.type == "identifier":
+            return self.t(fn), fn
+        if fn.type == "qualified_identifier":
+            name = fn.child_by_field_name("name")
+            return (self.t(fn), name) if name is not None else (self.t(fn), None)
+        return self.t(fn), fn
+
+    @staticmethod
+    def _args(call: Node) -> list[Node]:
+        args = call.child_by_field_name("arguments")
+        if args is None:
+            return []
+        return [c for c in args.named_children if c.type != "comment"]
+
+    def _drop_first_arg(self, args: list[Node]) -> tuple[int, int, str]:
+        a = self.c(args[0].start_byte)
+        b = self.c(args[1].start_byte) if len(args) > 1 else self.c(args[0].end_byte)
+        return (a, b, "")
+
+    def _append_width(self, call: Node) -> tuple[int, int, str] | None:
+        args = call.child_by_field_name("arguments")
+        if args is None:
+            return None
+        close = args.children[-1]
+        pos = self.c(close.start_byte)
+        return (pos, pos, ", PORTER_WARP_SIZE")
+
+    def _calls(self) -> None:
+        for call in self.caps.get("call", []):
+            name, fnode = self._callee(call)
+            if fnode is None:
+                continue
+            args = self._args(call)
+            f = self.func_at(call.start_byte)
+            if name in SHUFFLES_SYNC:
+                self._shuffle_sync(call, fnode, name, args)
+            elif name in SHUFFLES_LEGACY:
+                self._shuffle_legacy(call, fnode, name, args)
+            elif name in VOTES_SYNC or name == "__activemask" or name in VOTES_LEGACY:
+                self._vote(call, fnode, name, args)
+            elif name == "__syncwarp":
+                self._syncwarp(call, fnode, args)
+            elif NV_ONLY.match(name):
+                self.site("PRT518", call, f"`{name}` is an NVIDIA-only warp primitive with no portable HIP "
+                          "equivalent on every ROCm release; rewrite it with shuffles or ballots (porter_* helpers).")
+            elif name in BIT_CONSUMERS and args and f is not None and f.raw_warp:
+                a = self.t(args[0])
+                ballot_vars = self._ballot_vars(f)
+                if re.search(r"__ballot|__activemask|__match_any", a) or set(_IDENT.findall(a)) & ballot_vars:
+                    edits = []
+                    if self.strategy == PHYSICAL and BIT_CONSUMERS[name]:
+                        edits = [self.edit(fnode, BIT_CONSUMERS[name])]
+                    self.site("PRT503", call, f"`{name}` on a lane mask assumes 32 bits: HIP ballots are 64-bit "
+                              "on wave64. " + ("porter's logical-warp ballot (porter_ballot32) keeps this mask 32-bit."
+                                               if self.strategy == LOGICAL else "Use the width-generic porter helper."),
+                              edits, Applicability.UNSAFE, header=True)
+            elif name in ("meta_group_size", "meta_group_rank") or (
+                fnode is not None and self.t(fnode) in ("meta_group_size", "meta_group_rank")
+            ):
+                pass
+
+    def _mask_kind(self, node: Node) -> str:
+        txt = self.t(node)
+        if self.sym.is_full_mask32(txt):
+            return "full32"
+        return "other"
+
+    def _shuffle_sync(self, call: Node, fnode: Node, name: str, args: list[Node]) -> None:
+        base = SHUFFLES_SYNC[name]
+        if len(args) < 3:
+            return
+        mask = self._mask_kind(args[0])
+        width = args[3] if len(args) > 3 else None
+        wv = self.sym.value(self.t(width)) if width is not None else None
+        physical = self.strategy == PHYSICAL
+        edits: list[tuple[int, int, str]] = []
+        if mask == "full32":
+            edits.append(self.edit(fnode, f"porter_{base}"))
+            edits.append(self._drop_first_arg(args))
+        else:
+            edits.append(self.edit(fnode, f"porter_{base}_sync"))
+        if physical and width is None:
+            w = self._append_width(call)
+            if w:
+                edits.append(w)
+        if width is not None and wv is not None and wv > 32:
+            self.site("PRT508", call, f"`{name}` with width {wv}: wider than a CUDA warp; porter cannot tell "
+                      "which logical group is meant.")
+            return
+        fix = Applicability.UNSAFE if physical else Applicability.SAFE
+        if mask == "full32":
+            self.site("PRT501", call, f"`{name}` with a 32-bit full mask `{self.t(args[0])}`: fails to compile on "
+                      "ROCm >= 6.3 (the mask must be 64-bit) and excludes lanes 32..63 if widened by zero-extension. "
+                      + ("Rewritten to the maskless `porter_" + base + "` (explicit logical width 32)."
+                         if not physical else "Rewritten to `porter_" + base + "` over the wavefront width."),
+                      edits, fix, header=True)
+        else:
+            msg = (f"`{name}` without porter's width: on a 64-lane wavefront the default width is 64, which "
+                   "crosses into the other logical 32-lane warp, and a 32-bit mask fails ROCm >= 6.3's "
+                   "64-bit mask check.")
+            self.site("PRT508", call, msg, edits, fix, header=True)
+
+    def _shuffle_legacy(self, call: Node, fnode: Node, name: str, args: list[Node]) -> None:
+        base = SHUFFLES_LEGACY[name]
+        if len(args) >= 3 and self.sym.is_full_mask32(self.t(args[0])):
+            edits = [self.edit(fnode, f"porter_{base}"), self._drop_first_arg(args)]
+            self.site("PRT515", call, f"legacy maskless `{name}` called with a mask as its first argument: it "
+                      "shuffles the mask constant, with the value as delta and the offset as width. porter moves "
+                      f"the arguments into place (`porter_{base}(value, offset)`); check the intent.",
+                      edits, Applicability.UNSAFE, header=True)
+            return
+        if len(args) < 2:
+            return
+        edits = [self.edit(fnode, f"porter_{base}")]
+        if self.strategy == PHYSICAL and len(args) == 2:
+            w = self._append_width(call)
+            if w:
+                edits.append(w)
+        self.site("PRT508", call, f"legacy `{name}` without an explicit width: the default width is the "
+                  "wavefront (64 on CDNA), not 32.", edits,
+                  Applicability.UNSAFE if self.strategy == PHYSICAL else Applicability.SAFE, header=True)
+
+    def _vote(self, call: Node, fnode: Node, name: str, args: list[Node]) -> None:
+        physical = self.strategy == PHYSICAL
+        if name == "__activemask":
+            new = "porter_activemask" if physical else "porter_activemask32"
+            self.site("PRT509", call, "`__activemask()` returns 64 bits on HIP wave64; under the logical 32-lane "
+                      "warp only the caller's half is meant.", [self.edit(fnode, new)],
+                      Applicability.UNSAFE if physical else Applicability.SAFE, header=True)
+            return
+        if name in VOTES_LEGACY:
+            if len(args) != 1:
+                return
+            base = VOTES_LEGACY[name]
+            new = f"porter_{base}" if physical else f"porter_{base}32"
+            self.site("PRT509", call, f"legacy `{name}` votes over the whole 64-lane wavefront on HIP.",
+                      [self.edit(fnode, new)], Applicability.UNSAFE if physical else Applicability.SAFE, header=True)
+            return
+        base = VOTES_SYNC[name]
+        if len(args) != 2:
+            return
+        full = self.sym.is_full_mask32(self.t(args[0]))
+        if full:
+            new = f"porter_{base}" if physical else f"porter_{base}32"
+            edits = [self.edit(fnode, new), self._drop_first_arg(args)]
+            self.site("PRT501", call, f"`{name}` with a 32-bit full mask `{self.t(args[0])}`: fails on ROCm >= 6.3 "
+                      "and, on HIP, votes over the whole 64-lane wavefront. Rewritten to "
+                      f"`{new}` ({'wavefront-wide, 64-bit' if physical else 'the caller logical 32-lane half'}).",
+                      edits, Applicability.UNSAFE if physical else Applicability.SAFE, header=True)
+        elif physical:
+            self.site("PRT509", call, f"`{name}` with a computed mask: porter cannot widen it for the physical "
+                      "strategy; convert the mask to porter_lanemask_t by hand.")
+        else:
+            edits = [self.edit(fnode, f"porter_{base}32_sync")]
+            self.site("PRT509", call, f"`{name}` votes over the whole 64-lane wavefront on HIP; rewritten to the "
+                      "logical 32-lane vote restricted to the mask.", edits, Applicability.SAFE, header=True)
+
+    def _syncwarp(self, call: Node, fnode: Node, args: list[Node]) -> None:
+        edits = [self.edit(fnode, "porter_syncwarp")]
+        if args and self.sym.is_full_mask32(self.t(args[0])):
+            edits.append((self.c(args[0].start_byte), self.c(args[0].end_byte), ""))
+        self.site("PRT516", call, "`__syncwarp` is missing from HIP headers before ROCm 6.x and a 32-bit mask "
+                  "fails the 64-bit mask check; porter_syncwarp is a wavefront barrier on HIP.",
+                  edits, Applicability.SAFE, header=True)
+
+    def _default_masks(self) -> None:
+        for node in self.caps.get("optparam", []):
+            dv = node.child_by_field_name("default_value")
+            ty = node.child_by_field_name("type")
+            dn = node.child_by_field_name("declarator")
+            if dv is None or ty is None or dn is None:
+                continue
+            if "mask" not in self.t(dn).lower() or not self.sym.is_full_mask32(self.t(dv)):
+                continue
+            if not self.is_device(node.start_byte):
+                continue
+            # the type may be split (`unsigned int`): replace from the type start to the declarator
+            a = self.c(ty.start_byte)
+            b = self.c(dn.start_byte)
+            edits = [(a, b, "porter_lanemask_t "), self.edit(dv, "PORTER_FULL_MASK")]
+            self.site("PRT501", node, "a warp-mask parameter defaulting to the 32-bit full mask: on HIP the mask "
+                      "must be the 64-bit `PORTER_FULL_MASK`.", edits, Applicability.SAFE, header=True)
+
+    def _ballot_vars(self, f: Func) -> set[str]:
+        out: set[str] = set()
+        for d in self.caps.get("decl", []):
+            if not (f.start <= d.start_byte < f.end):
+                continue
+            for child in d.children:
+                if child.type == "init_declarator":
+                    dn = child.child_by_field_name("declarator")
+                    v = child.child_by_field_name("value")
+                    if dn is not None and v is not None and re.search(
+                        r"__ballot|__activemask|__match_any_sync|__match_all_sync", self.t(v)
+                    ):
+                        out.add(self.t(dn))
+        return out
+
+    def _declarations(self) -> None:
+        for d in self.caps.get("decl", []):
+            ty = d.child_by_field_name("type")
+            if ty is None:
+                continue
+            tytext = self.t(ty)
+            f = self.func_at(d.start_byte)
+            txt = self.t(d)
+            # H2: 32-bit storage of a ballot
+            if re.fullmatch(r"(?:unsigned(?:\s+int)?|uint32_t|int|int32_t|unsigned\s+long)", tytext.strip()):
+                for child in d.children:
+                    if child.type != "init_declarator":
+                        continue
+                    v = child.child_by_field_name("value")
+                    if v is None or not re.search(r"\b(?:__ballot(?:_sync)?|__activemask|__match_any_sync)\s*\(",
+                                                  self.t(v)):
+                        continue
+                    edits = [self.edit(ty, "porter_lanemask_t")] if self.strategy == PHYSICAL else []
+                    self.site("PRT502", d, f"lane mask stored in `{tytext}`: HIP ballots are 64-bit on wave64 and "
+                              "the upper 32 lanes are silently dropped. " +
+                              ("porter's logical-warp ballot returns the caller's 32-bit half, so the type can stay."
+                               if self.strategy == LOGICAL else "Widened to porter_lanemask_t."),
+                              edits, Applicability.UNSAFE, header=True)
+            # H7: __shared__ arrays sized by the warp
+            if "__shared__" in txt and f is not None and f.raw_warp:
+                for child in d.children:
+                    if child.type == "array_declarator":
+                        self._shared_array(child, f)
+
+    def _shared_array(self, arr: Node, f: Func) -> None:
+        dims: list[Node] = []
+        n = arr
+        while n is not None and n.type == "array_declarator":
+            size = n.child_by_field_name("size")
+            if size is not None:
+                dims.append(size)
+            n = n.child_by_field_name("declarator")
+        if n is None:
+            return
+        name = self.t(n)
+        # bank-conflict padding ([32][33], +1) and data tiles are traps
+        if any(re.search(r"\+\s*1\b|\b(?:33|17|65)\b", self.t(s)) or self.sym.value(self.t(s)) in (33, 17, 65)
+               for s in dims):
+            return
+        for size in dims:
+            st = self.t(size)
+            linked = any(self.sym.is_warp_name(i) for i in _IDENT.findall(st)) or re.search(
+                r"/\s*32\b|\b32\s*\*|\*\s*32\b|^\s*32\s*$", st
+            )
+            if not linked:
+                continue
+            idx = self._indexed_by_lane(name, f)
+            if idx is None and not any(self.sym.is_warp_name(i) for i in _IDENT.findall(st)):
+                continue
+            edits = []
+            if self.strategy == PHYSICAL and st.strip() == "32" and idx == "lane":
+                edits = [self.edit(size, "PORTER_WARP_SIZE_MAX")]
+            what = {"lane": "indexed by a lane: needs one entry per lane (64 on wave64)",
+                    "warp": "indexed by a warp id: holds blockDim/32 entries under the logical warp"}.get(
+                idx or "", "sized by the warp constant")
+            self.site("PRT507", size, f"shared array `{name}` sized `{st}` and {what}. Correct under porter's "
+                      "logical 32-lane warp; with the physical strategy it must follow PORTER_WARP_SIZE.",
+                      edits, Applicability.UNSAFE, header=True)
+            return
+
+    def _indexed_by_lane(self, name: str, f: Func) -> str | None:
+        for sub in self.caps.get("sub", []):
+            if not (f.start <= sub.start_byte < f.end):
+                continue
+            arg = sub.child_by_field_name("argument")
+            if arg is None or self.t(arg) != name:
+                continue
+            idx = sub.child_by_field_name("indices")
+            it = self.t(idx) if idx is not None else ""
+            if re.search(r"warp|wid\b|/\s*32|>>\s*5", it, re.I):
+                return "warp"
+            if self.tainted(it, f):
+                return "lane"
+        return None
+
+    def _loops(self) -> None:
+        for loop in self.caps.get("for", []):
+            f = self.func_at(loop.start_byte)
+            if f is None or not f.raw_warp:
+                continue
+            init = loop.child_by_field_name("initializer")
+            cond = loop.child_by_field_name("condition")
+            upd = loop.child_by_field_name("update")
+            body = loop.child_by_field_name("body")
+            if init is None or upd is None or body is None:
+                continue
+            bt = self.t(body)
+            if not (SHFL_CALL.search(bt) or any(re.search(rf"\b{re.escape(m)}\s*\(", bt) for m in self.macro_raw)):
+                continue
+            ut = re.sub(r"\s+", "", self.t(upd))
+            value_node = None
+            for child in init.named_children:
+                if child.type == "init_declarator":
+                    value_node = child.child_by_field_name("value")
+            if init.type == "assignment_expression":
+                value_node = init.child_by_field_name("right")
+            if value_node is None:
+                continue
+            v = self.sym.value(self.t(value_node))
+            halving = re.search(r">>=1$|/=2$|=\w+>>1$|=\w+/2$", ut)
+            doubling = re.search(r"<<=1$|\*=2$|=\w+<<1$|=\w+\*2$", ut)
+            ct = self.t(cond) if cond is not None else ""
+            cv = None
+            m = re.search(r"(<=?)\s*(.+)$", ct)
+            if m:
+                cv = self.sym.value(m.group(2))
+                if cv is not None and m.group(1) == "<=":
+                    cv += 1
+            if halving and v == 16:
+                edits = []
+                if self.strategy == PHYSICAL:
+                    edits = [self.edit(value_node, "PORTER_WARP_SIZE / 2")]
+                self.site("PRT504", value_node, "warp reduction loop starting at 16 covers 32 lanes: on wave64 with "
+                          "the wavefront-wide default width it leaves each 32-lane half separate. Correct once the "
+                          "shuffles carry porter's logical width 32." if self.strategy == LOGICAL else
+                          "warp reduction loop starting at 16: starts at PORTER_WARP_SIZE / 2 under the physical "
+                          "strategy.", edits, Applicability.UNSAFE, header=True)
+            elif doubling and v == 1 and cv == 32:
+                self.site("PRT504", cond, "scan/reduction loop bounded by 32 lanes; correct under porter's "
+                          "logical 32-lane warp, must follow PORTER_WARP_SIZE under the physical strategy.")
+
+    def _binaries(self) -> None:
+        for b in self.caps.get("bin", []):
+            op = b.child_by_field_name("operator")
+            left = b.child_by_field_name("left")
+            right = b.child_by_field_name("right")
+            if op is None or left is None or right is None:
+                continue
+            o = self.t(op)
+            if o not in ("%", "&", "/", ">>", "<", ">=", "=="):
+                continue
+            f = self.func_at(b.start_byte)
+            if f is None:
+                continue
+            rt = self.t(right).strip()
+            if f.kind == "host":
+                self._host_geometry(b, o, rt)
+                continue
+            if not f.raw_warp:
+                continue
+            rv = self.sym.value(rt)
+            lt = self.t(left)
+            warp_named = any(self.sym.is_warp_name(i) for i in _IDENT.findall(rt))
+            if f.kind == "host":
+                continue
+            if o == "/" and "blockDim" in lt and (rv == 32 or warp_named):
+                self.site("PRT506", b, f"warps per block `{self.t(b)}`: 32-lane warps; host launch geometry and "
+                          "shared sizing must use the same warp (porter's logical 32 keeps them consistent).")
+                continue
+            if not self.tainted(lt, f) or "blockDim" in lt or re.search(r"\*\s*(?:33|17|65)\b", lt):
+                continue
+            holder = b.parent
+            while holder is not None and holder.type not in ("init_declarator", "assignment_expression",
+                                                             "expression_statement", "compound_statement"):
+                holder = holder.parent
+            if holder is not None and holder.type in ("init_declarator", "assignment_expression"):
+                target = holder.child_by_field_name("declarator") or holder.child_by_field_name("left")
+                if target is not None and re.search(r"bank", self.t(target), re.I):
+                    continue
+            hit = (o == "%" and rv == 32) or (o == "&" and rv == 31) or (o == "/" and rv == 32) or (
+                o == ">>" and rv == 5) or (o in ("%", "/") and warp_named)
+            if not hit:
+                continue
+            edits = []
+            if self.strategy == PHYSICAL and not warp_named:
+                repl = {"%": "% PORTER_WARP_SIZE", "/": "/ PORTER_WARP_SIZE", "&": "& (PORTER_WARP_SIZE - 1)",
+                        ">>": "/ PORTER_WARP_SIZE"}[o]
+                edits = [(self.c(op.start_byte), self.c(right.end_byte), repl)]
+            self.site("PRT505", b, f"lane/warp index arithmetic `{self.t(b)}` assumes 32-lane warps: with "
+                      "wavefront-wide shuffles (HIP default width 64) the lane ids disagree with the shuffle "
+                      "partners. " + ("Consistent with porter's logical 32-lane warp."
+                                      if self.strategy == LOGICAL else "Rewritten over PORTER_WARP_SIZE."),
+                      edits, Applicability.UNSAFE, header=True)
+
+    def _host_geometry(self, b: Node, o: str, rt: str) -> None:
+        if o != "/" or not self.file_raw_warp():
+            return
+        rv = self.sym.value(rt)
+        warp_named = any(self.sym.is_warp_name(i) for i in _IDENT.findall(rt))
+        if rv != 32 and not warp_named:
+            return
+        left = self.t(b.child_by_field_name("left"))
+        if not re.search(r"thread|block|THREAD|BLOCK|CTA|\+\s*31\b|\+\s*\(?\s*\w*WARP", left) and not warp_named:
+            return
+        self.physical_blockers.append((b.start_byte, "host launch geometry in warps"))
+        self.site("PRT506", b, f"host geometry `{self.t(b)}` counts 32-lane warps for kernels in this file: consistent "
+                  "with porter's logical 32-lane warp; a physical-warp port must compute it from "
+                  "porter::host_warp_size() and dispatch (PORTER_DISPATCH_WARP).")
+
+    def _identifiers(self) -> None:
+        const_ctx = ("array_declarator", "template_argument_list", "static_assert_declaration", "launch_bounds",
+                     "case_statement", "enumerator", "bitfield_clause")
+        for node in self.caps.get("wid", []):
+            name = self.t(node)
+            f = self.func_at(node.start_byte)
+            if name.startswith("__AMDGCN_WAVEFRONT_SIZE"):
+                self.site("PRT512", node, f"`{name}` is deprecated (and removed in recent LLVM: an `#if` on it "
+                          "becomes silently false); in the host pass it is always 64. Use the arch test in "
+                          "porter_warp.h (PORTER_WARP_SIZE) on the device and porter::host_warp_size() on the host.")
+                continue
+            if name == "C10_WARP_SIZE":
+                if f is not None and f.kind == "host":
+                    self.site("PRT510", node, "`C10_WARP_SIZE` in host code is the runtime query on ROCm builds of "
+                              "torch (64 on CDNA); it must pick the same warp size the device code uses.")
+                continue
+            # warpSize
+            p = node.parent
+            in_const = None
+            while p is not None and p.type not in ("compound_statement", "translation_unit", "function_definition"):
+                if p.type in const_ctx:
+                    in_const = p.type
+                    break
+                if p.type == "declaration" and re.match(r"\s*(?:static\s+)?constexpr\b", self.t(p)):
+                    in_const = "constexpr"
+                    break
+                p = p.parent
+            if f is not None and f.kind == "host" and in_const != "launch_bounds":
+                self.site("PRT510", node, "`warpSize` in host code: not available on CUDA, not constexpr from "
+                          "ROCm 7, and 64 in the HIP host pass even for wave32 devices. Query "
+                          "porter::host_warp_size() (or use PORTER_LOGICAL_WARP for logical-warp geometry).")
+                continue
+            physical = self.strategy == PHYSICAL
+            if in_const:
+                repl = "PORTER_WARP_SIZE_MAX" if physical and in_const == "array_declarator" else (
+                    "PORTER_WARP_SIZE" if physical else "PORTER_LOGICAL_WARP")
+                self.site("PRT511", node, f"`warpSize` in a constant expression ({in_const}): not a constant on "
+                          f"CUDA and not constexpr from ROCm 7.0. Replaced by `{repl}`.",
+                          [self.edit(node, repl)], Applicability.UNSAFE if physical else Applicability.SAFE,
+                          header=True)
+            elif not physical and f is not None and f.kind in ("device", "hd"):
+                self.site("PRT521", node, "device `warpSize` is 64 on CDNA: under porter's logical 32-lane warp it "
+                          "becomes `PORTER_LOGICAL_WARP` (32, as on every NVIDIA GPU).",
+                          [self.edit(node, "PORTER_LOGICAL_WARP")], Applicability.SAFE, header=True)
+        for node in self.caps.get("wfield", []):
+            f = self.func_at(node.start_byte)
+            if f is not None and f.kind == "host" and self.file_raw_warp():
+                self.physical_blockers.append((node.start_byte, "host reads the device warp size"))
+                self.site("PRT510", node.parent or node, "host code reads the device's warp size (64 on CDNA) in a "
+                          "file whose kernels use 32-lane warps: launch geometry and shared-memory sizes computed "
+                          "from it disagree with the device code. Use PORTER_LOGICAL_WARP for geometry of "
+                          "logical-warp kernels.")
+
+    def _templates(self) -> None:
+        for node in self.caps.get("ttype", []):
+            name = self.t(node.child_by_field_name("name"))
+            if name not in ("WarpReduce", "WarpScan", "WarpExchange", "WarpLoad", "WarpStore"):
+                continue
+            args = node.child_by_field_name("arguments")
+            named = [c for c in args.named_children if c.type != "comment"]
+            if len(named) == 1:
+                close = args.children[-1]
+                pos = self.c(close.start_byte)
+                width = "PORTER_WARP_SIZE" if self.strategy == PHYSICAL else "32"
+                self.site("PRT513", node, f"`{name}` without an explicit logical width: HIPify maps cub to hipcub, "
+                          "whose default width is the wavefront (64 on CDNA). The width is made explicit.",
+                          [(pos, pos, f", {width}")],
+                          Applicability.UNSAFE if self.strategy == PHYSICAL else Applicability.SAFE,
+                          header=self.strategy == PHYSICAL)
+        for node in self.caps.get("tfunc", []):
+            name = self.t(node.child_by_field_name("name"))
+            if name not in ("tiled_partition", "thread_block_tile"):
+                continue
+            args = node.child_by_field_name("arguments")
+            v = self.sym.value(self.t(args)[1:-1]) if args is not None else None
+            if v == 32:
+                self.site("PRT513", node, f"`{name}<32>`: a 32-lane tile is a logical warp on HIP wave64 (two tiles "
+                          "per wavefront); keep indexing consistent with it (meta_group_rank counts 32-lane tiles).")
+
+    def _asm(self) -> None:
+        for node in self.caps.get("asm", []):
+            code = node.child_by_field_name("assembly_code")
+            txt = self.t(code) if code is not None else self.t(node)
+            if PTX_MMA.search(txt):
+                continue  # reported by the MMA guard
+            m = PTX_WARP.search(txt)
+            if m:
+                self.site("PRT518", node, f"inline PTX warp primitive (`{m.group(0)}`): HIPify cannot translate PTX; "
+                          "replace with porter_lane_id()/porter_lanemask_lt()/porter_shfl* by hand.")
+
+    def _ifs(self) -> None:
+        for node in self.caps.get("if", []):
+            f = self.func_at(node.start_byte)
+            if f is None or not f.collective or f.kind == "host":
+                continue
+            cond = node.child_by_field_name("condition")
+            then = node.child_by_field_name("consequence")
+            if cond is None or then is None:
+                continue
+            ct = self.t(cond)
+            if not self.tainted(ct, f):
+                continue
+            # whole-warp conditions keep every lane of a logical warp together
+            if re.fullmatch(r"\(\s*[\w.]+\s*<\s*(?:32|\w*WARP\w*|warpSize|\w*[Ww]arp[Ss]ize\w*)\s*\)", ct) or re.search(
+                r"\b(?:warp_?id|wid|warpId|warp)\s*==\s*0\b", ct
+            ):
+                continue
+            tt = self.t(then)
+            called = set(re.findall(r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*>)?\s*\(", tt))
+            if RAW_WARP_CALL.search(tt) or PORTER_COLLECTIVE.search(tt) or called & (
+                self.collective_names | self.macro_raw
+            ):
+                self.site("PRT517", node, f"warp collective under a lane-dependent branch `if {ct}`: lanes outside "
+                          "the branch do not take part; on HIP the *_sync mask check fails and shuffles read "
+                          "inactive lanes. Let every lane of the warp execute the collective.")
+
+    def _launch_bounds(self) -> None:
+        for node in self.caps.get("lb", []):
+            txt = self.t(node)
+            if "warpSize" in txt:
+                continue  # PRT511
+            ids = [i for i in _IDENT.findall(txt) if self.sym.is_warp_name(i)]
+            if ids:
+                self.site("PRT519", node, f"`{txt}` scales with the warp constant `{ids[0]}`: if it is ever made "
+                          "arch-dependent, launch bounds must use PORTER_WARP_SIZE_MAX (host and device agree).")
+
+    def _volatile_trees(self) -> None:
+        for f in self.funcs:
+            if f.kind == "host" or not re.search(r"\bvolatile\b", self.t(f.node)):
+                continue
+            for sub in self.caps.get("sub", []):
+                if not (f.start <= sub.start_byte < f.end):
+                    continue
+                idx = sub.child_by_field_name("indices")
+                it = self.t(idx) if idx is not None else ""
+                m = re.fullmatch(r"\[\s*(\w+)\s*\+\s*(\w+)\s*\]", it)
+                if not m or self.sym.value(m.group(2)) not in (16, 32) or not self.tainted(m.group(1), f):
+                    continue
+                stmt = sub
+                while stmt.parent is not None and stmt.type != "expression_statement":
+                    stmt = stmt.parent
+                self.site("PRT514", stmt, "warp-synchronous `volatile` shared-memory reduction with fixed 32-lane "
+                          "steps: relies on implicit lockstep (undefined on Volta+) and covers 32 lanes, not a "
+                          "64-lane wavefront. Rewrite as a porter_shfl_down loop.")
+                break
+
+    def _macro_bodies(self) -> None:
+        """Warp intrinsics inside #define bodies (opaque to tree-sitter): regex over the body."""
+        bodies = []
+        for node in self.caps.get("def", []):
+            v = node.child_by_field_name("value")
+            if v is not None:
+                bodies.append(v)
+        for node in self.caps.get("fdef", []):
+            v = node.child_by_field_name("value")
+            if v is not None:
+                bodies.append(v)
+        call = re.compile(r"\b(__shfl(?:_up|_down|_xor)?_sync|__ballot_sync|__any_sync|__all_sync|"
+                          r"__shfl(?:_up|_down|_xor)?|__syncwarp|__activemask)\s*\(")
+        for v in bodies:
+            body = self.t(v)
+            base = self.c(v.start_byte)
+            for m in call.finditer(body):
+                name = m.group(1)
+                args = _split_args(body, m.end())
+                if args is None:
+                    continue
+                a_start = base + m.start()
+                a_end = base + m.end()
+                first = args[0] if args else None
+                mask_full = bool(first) and self.sym.is_full_mask32(first[0])
+                if name in SHUFFLES_SYNC:
+                    if mask_full and len(args) >= 3:
+                        edits = [(base + m.start(1), base + m.end(1), f"porter_{SHUFFLES_SYNC[name]}"),
+                                 (base + first[1], base + args[1][1], "")]
+                        self.site("PRT501", (a_start, a_end), f"`{name}` with a 32-bit full mask in a macro body; "
+                                  "rewritten to the maskless porter helper (logical width 32).", edits,
+                                  Applicability.SAFE, header=True)
+                    elif len(args) >= 3:
+                        edits = [(base + m.start(1), base + m.end(1), f"porter_{SHUFFLES_SYNC[name]}_sync")]
+                        self.site("PRT508", (a_start, a_end), f"`{name}` in a macro body without porter's width.",
+                                  edits, Applicability.SAFE, header=True)
+                elif name in SHUFFLES_LEGACY:
+                    if mask_full and len(args) >= 3:
+                        edits = [(base + m.start(1), base + m.end(1), f"porter_{SHUFFLES_LEGACY[name]}"),
+                                 (base + first[1], base + args[1][1], "")]
+                        self.site("PRT515", (a_start, a_end), f"legacy `{name}` called with a mask in a macro body "
+                                  "(arguments in the wrong positions); porter moves them into place.", edits,
+                                  Applicability.UNSAFE, header=True)
+                    elif len(args) >= 2:
+                        self.site("PRT508", (a_start, a_end), f"legacy `{name}` in a macro body without an explicit "
+                                  "width.", [(base + m.start(1), base + m.end(1), f"porter_{SHUFFLES_LEGACY[name]}")],
+                                  Applicability.SAFE, header=True)
+                elif name in VOTES_SYNC and len(args) == 2:
+                    if mask_full:
+                        edits = [(base + m.start(1), base + m.end(1), f"porter_{VOTES_SYNC[name]}32"),
+                                 (base + first[1], base + args[1][1], "")]
+                        self.site("PRT501", (a_start, a_end), f"`{name}` with a 32-bit full mask in a macro body.",
+                                  edits, Applicability.SAFE, header=True)
+                elif name == "__syncwarp":
+                    self.site("PRT516", (a_start, a_end), "`__syncwarp` in a macro body.",
+                              [(base + m.start(1), base + m.end(1), "porter_syncwarp")]
+                              + ([(base + first[1], base + first[2], "")] if mask_full else []),
+                              Applicability.SAFE, header=True)
+                elif name == "__activemask":
+                    self.site("PRT509", (a_start, a_end), "`__activemask()` in a macro body.",
+                              [(base + m.start(1), base + m.end(1), "porter_activemask32")], Applicability.SAFE,
+                              header=True)
+            for m in re.finditer(r"\bwarpSize\b", body):
+                self.site("PRT511", (base + m.start(), base + m.end()), "macro defined as `warpSize`: it is not a "
+                          "constant on CUDA nor constexpr from ROCm 7.0, and 64 in the HIP host pass. Replaced by "
+                          "PORTER_LOGICAL_WARP." if self.strategy == LOGICAL else "macro defined as `warpSize`.",
+                          [(base + m.start(), base + m.end(), "PORTER_LOGICAL_WARP")] if self.strategy == LOGICAL
+                          else [], Applicability.SAFE, header=True)
+            for m in re.finditer(r"\b__AMDGCN_WAVEFRONT_SIZE(?:__)?\b", body):
+                self.site("PRT512", (base + m.start(), base + m.end()), "deprecated wavefront macro in a macro body "
+                          "(64 in the host pass, removed in recent LLVM).")
+
+    def _mma_guard(self) -> None:
+        """MMA fragment code: report once per function and drop porter's edits inside it."""
+        for f in self.funcs:
+            if not f.mma:
+                continue
+            a, b = self.c(f.start), self.c(f.end)
+            first = f.node.child_by_field_name("declarator") or f.node
+            self.site("PRT522", first, f"`{f.name}` uses MMA/WMMA fragments whose lane maps are NVIDIA-specific: it "
+                      "needs a rocWMMA/Composable Kernel rewrite; porter does not patch warp sizes inside it.")
+            self.sites = [s for s in self.sites
+                          if not (a <= s.start < b and s.code in ("PRT504", "PRT505", "PRT506", "PRT507"))]
+            for s in self.sites:
+                if a <= s.start < b and s.code != "PRT522" and s.edits:
+                    s.edits = []
+                    s.fix = Applicability.NONE
+                    s.needs_header = False
+                    s.message += " (not patched: MMA fragment code in this function)"
+
+
+def _split_args(text: str, pos: int) -> list[tuple[str, int, int]] | None:
+    """Split the call arguments that start at ``pos`` (just after '('): (text, start, end)."""
+    depth = 0
+    args = []
+    start = pos
+    i = pos
+    while i < len(text):
+        ch = text[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                seg = text[start:i]
+                if seg.strip():
+                    lead = len(seg) - len(seg.lstrip())
+                    args.append((seg.strip(), start + lead, start + len(seg.rstrip())))
+                return args
+            depth -= 1
+        elif ch == "," and depth == 0:
+            seg = text[start:i]
+            lead = len(seg) - len(seg.lstrip())
+            args.append((seg.strip(), start + lead, start + len(seg.rstrip())))
+            start = i + 1
+        i += 1
+    return None
+
+
+def analyse(text: str, strategy: str = LOGICAL, cache: dict | None = None) -> Analyser:
+    a = Analyser(text, strategy, cache)
+    a.run()
+    return a

@@ -1,0 +1,312 @@
+"""Warp-size hazards in CUDA C++ (PRT501-PRT520 = hazards H1-H20 of spec/cuda-warp-size.md).
+
+The pass runs on CUDA/C++ sources before HIPify (tree-sitter CUDA grammar), and report-only on
+CUDA source embedded in Python strings (``load_inline``, ``cupy.RawKernel``...) plus the
+Python-side warp arithmetic of H20.
+
+Fix strategy (``[tool.porter.warp_size] strategy``):
+
+- ``"logical"`` (default): a warp stays 32 lanes everywhere. Raw shuffles, votes and
+  ``__syncwarp`` become ``porter_*`` helpers from the added ``porter_warp.h`` that pass an
+  explicit width of 32 and restrict votes to the caller's 32-lane half of a 64-lane wavefront.
+  Device ``warpSize`` becomes ``PORTER_LOGICAL_WARP``. Lane arithmetic, reduction loops and
+  shared arrays sized for 32 then stay correct and are left alone. Exact on CUDA (every helper
+  is the same ``*_sync`` call with the full mask and width 32), so these fixes are SAFE.
+- ``"physical"``: kernels become generic over ``PORTER_WARP_SIZE`` (the hardware wavefront).
+  Offered only where no host code in the file computes geometry from the warp size (porter
+  cannot prove host/device agreement otherwise; such files fall back to logical with PRT523).
+  Every physical edit is UNSAFE.
+
+Option ``header-dir``: where ``porter_warp.h`` is created (default: next to each patched file).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from functools import lru_cache
+from importlib import resources
+
+import libcst as cst
+
+from porter.findings import Applicability, Category, Edit, Finding, Severity
+from porter.framework import Family, FileContext, PyVisitor, rule
+
+from ._warp_analysis import HEADER, LOGICAL, PHYSICAL, Analyser, Site, analyse
+
+NAME = "warp_size"
+
+_W, _E, _I = Severity.WARNING, Severity.ERROR, Severity.INFO
+_R, _S = Category.REPLACE, Category.SHIM
+_SAFE, _UNSAFE, _NONE = Applicability.SAFE, Applicability.UNSAFE, Applicability.NONE
+
+# code, name, summary, category, severity, best fix, effort h, explanation
+_TABLE = (
+    ("PRT501", "warp-full-mask-32", "32-bit full mask (`0xffffffff`, `~0u`, `FULL_MASK`...) passed to a `*_sync` "
+     "warp intrinsic (H1).", _S, _E, _SAFE, 0.25,
+     "Compile error on ROCm >= 6.3 (the mask must be a 64-bit integer); widening it by zero-extension excludes "
+     "lanes 32..63 and trips HIP's runtime mask check. Severity ERROR (C). Fix (SAFE, logical strategy): the "
+     "maskless `porter_shfl*` / `porter_ballot32` helpers, identical to the original on CUDA."),
+    ("PRT502", "warp-lanemask-32bit-storage", "Ballot/activemask result stored in a 32-bit type (H2).", _S, _E,
+     _UNSAFE, 0.5, "HIP ballots are 64-bit on wave64; a 32-bit variable drops lanes 32..63 (W). Under the "
+     "logical strategy the rewritten ballot returns the caller's 32-bit half, so no edit is needed; the physical "
+     "strategy widens the type to `porter_lanemask_t` (UNSAFE: buffers and host sizing must follow, see H20)."),
+    ("PRT503", "warp-mask-bit-op-32", "`__popc`/`__ffs`/`__clz`/`__brev` on a lane mask (H3).", _S, _E, _UNSAFE,
+     0.25, "32-bit bit operations on a 64-bit wavefront mask count half the lanes (W). Logical strategy: correct "
+     "once the ballot is `porter_ballot32`. Physical: `porter_popc`/`porter_ffs`/`porter_clz` overloads (UNSAFE)."),
+    ("PRT504", "warp-loop-32-lanes", "Reduction/scan loop sized for 32 lanes (offset 16 halving, `< 32` "
+     "doubling) around shuffles (H4).", _R, _W, _UNSAFE, 0.5,
+     "With HIP's wavefront-wide default width such loops reduce each 32-lane half separately (W in mixed code, P "
+     "otherwise). Correct under porter's logical warp once the shuffles carry width 32; the physical strategy "
+     "starts at `PORTER_WARP_SIZE / 2` (UNSAFE)."),
+    ("PRT505", "warp-lane-arithmetic-32", "Lane/warp index arithmetic with warp constants (`% 32`, `& 31`, "
+     "`/ 32`, `>> 5`) on thread-index values in warp-collective code (H5).", _R, _W, _UNSAFE, 0.25,
+     "Lane ids computed modulo 32 disagree with wavefront-wide shuffles (W). Consistent with the logical "
+     "strategy (no edit); rewritten over `PORTER_WARP_SIZE` by the physical strategy (UNSAFE)."),
+    ("PRT506", "warp-block-geometry-32", "Warps-per-block counts and block rounding in 32-lane warps, device or "
+     "host (H6).", _R, _W, _NONE, 0.5,
+     "Host and device must agree on the warp size (W if they disagree). Consistent under the logical strategy; "
+     "host sites block the physical strategy (see PRT523)."),
+    ("PRT507", "warp-shared-array-32", "`__shared__` array sized or indexed by the warp constant in "
+     "warp-collective code (H7).", _R, _W, _UNSAFE, 0.5,
+     "Lane-indexed arrays of 32 overflow on wave64 with physical warps; warp-indexed arrays are merely larger. "
+     "Correct under the logical strategy. Bank padding (`[32][33]`) and data tiles are never reported."),
+    ("PRT508", "warp-shuffle-width", "Shuffle without porter's explicit width, or with a computed mask (H8).",
+     _S, _E, _SAFE, 0.25,
+     "On HIP the default width is the wavefront (64 on CDNA): broadcasts, up/down scans and computed lanes cross "
+     "into the other logical warp (W); 32-bit mask variables also fail ROCm 6.3's 64-bit mask check (C). Fix "
+     "(SAFE): `porter_shfl*_sync(mask, ...)`, width 32, exact on CUDA."),
+    ("PRT509", "warp-vote-logical", "Vote/ballot/activemask aggregating the whole 64-lane wavefront (H9).", _S, _E,
+     _SAFE, 0.25,
+     "`__any_sync`, `__all_sync`, `__ballot_sync`, `__activemask` see 64 lanes on wave64 (W). Fix (SAFE): the "
+     "logical 32-lane variants `porter_ballot32`, `porter_any32`, `porter_all32`, `porter_activemask32`."),
+    ("PRT510", "warp-size-in-host-code", "Host code that uses a device warp constant or the device's warp size "
+     "for kernels with 32-lane warps (H10).", _R, _E, _NONE, 1.0,
+     "`warpSize` is not usable in host code on CUDA or ROCm 7; the HIP host pass sees 64 for every device; host "
+     "geometry from the queried warp size disagrees with logical-warp kernels (C/W). Manual: "
+     "`porter::host_warp_size()` with `PORTER_DISPATCH_WARP`, or `PORTER_LOGICAL_WARP`."),
+    ("PRT511", "warpsize-constant-expression", "`warpSize` in a constant expression (array bound, template "
+     "argument, static_assert, constexpr, `__launch_bounds__`, case label) or a macro defined as `warpSize` (H11).",
+     _S, _E, _SAFE, 0.25,
+     "Not a constant on CUDA and not constexpr from ROCm 7.0 (C). Fix (SAFE under logical): `PORTER_LOGICAL_WARP`."),
+    ("PRT512", "amdgcn-wavefront-size-macro", "Deprecated `__AMDGCN_WAVEFRONT_SIZE(__)` macro (H12).", _R, _E,
+     _NONE, 0.5,
+     "Deprecated and removed in recent LLVM (an `#if` on it becomes silently false); 64 in the host pass even "
+     "for wave32 devices (W/C). Manual: `PORTER_WARP_SIZE` (device) / `porter::host_warp_size()` (host)."),
+    ("PRT513", "warp-library-template-width", "`cub::WarpReduce<T>`/`WarpScan<T>` without a width, or "
+     "`tiled_partition<32>` (H13).", _S, _W, _SAFE, 0.25,
+     "HIPify maps cub to hipcub, whose default logical width is the wavefront (64) (W). Fix (SAFE): explicit "
+     "width 32, exactly CUDA's default. `tiled_partition<32>` is reported for review only."),
+    ("PRT514", "warp-synchronous-unrolled", "Warp-synchronous `volatile` shared-memory tree or hand-unrolled "
+     "32-lane steps (H14).", _R, _W, _NONE, 1.0,
+     "Fixed 32-lane step counts need one more step on wave64, and implicit warp synchrony is undefined on "
+     "Volta+ anyway (W). Manual: a loop of porter_shfl_down."),
+    ("PRT515", "legacy-shuffle-with-mask", "Legacy maskless `__shfl*` called with a mask argument (H15).", _R, _E,
+     _UNSAFE, 0.25,
+     "It shuffles the mask constant with the value as delta (W, compiles silently on HIP). Fix (UNSAFE: it "
+     "changes what the code does): the arguments moved into place."),
+    ("PRT516", "syncwarp", "`__syncwarp` (H16).", _S, _W, _SAFE, 0.1,
+     "Missing from HIP headers before ROCm 6.x and its 32-bit mask fails the 64-bit check (C). Fix (SAFE): "
+     "`porter_syncwarp()`, a wavefront barrier on HIP and `__syncwarp` on CUDA."),
+    ("PRT517", "warp-collective-divergent", "Warp collective under a lane-dependent branch (H17).", _R, _W, _NONE,
+     1.0, "Inactive lanes do not take part; HIP's *_sync runtime check fails and shuffles read undefined "
+     "values (W/R). Manual: every lane executes the collective, inactive lanes contribute the identity."),
+    ("PRT518", "ptx-warp-primitive", "Inline PTX warp primitive or NVIDIA-only warp intrinsic (`__reduce_*_sync`, "
+     "`__match_*_sync`, `__fns`) (H18).", _R, _E, _NONE, 2.0,
+     "HIPify cannot translate PTX; these intrinsics have no portable HIP equivalent (C). Manual rewrite with "
+     "porter helpers."),
+    ("PRT519", "warp-launch-bounds", "`__launch_bounds__` scaled by a warp constant (H19).", _R, _I, _NONE, 0.25,
+     "Launch bounds and dispatch ladders keyed on warp multiples must agree between host and device (P/W)."),
+    ("PRT520", "python-warp-arithmetic", "Python-side warp arithmetic that sizes tensors or grids for kernels "
+     "(`(n + 31) // 32`, `num_warps * 32`) (H20).", _R, _I, _NONE, 0.5,
+     "Host Python that sizes ballot buffers or grids in 32-lane warps must follow the kernels' warp size "
+     "(W if they disagree). Report only."),
+    ("PRT521", "warpsize-device-runtime", "Device `warpSize` (64 on CDNA) in code porter moves to logical "
+     "32-lane warps.", _S, _W, _SAFE, 0.1,
+     "Under the logical strategy every warp is 32 lanes; a device `warpSize` of 64 would start reductions at 32 "
+     "with width-32 shuffles. Fix (SAFE, exact on CUDA where warpSize is 32): `PORTER_LOGICAL_WARP`."),
+    ("PRT522", "mma-fragment-lane-map", "MMA/WMMA fragment code with NVIDIA lane maps.", _R, _W, _NONE, 8.0,
+     "Fragment layouts are not portable as code: needs a rocWMMA/Composable Kernel rewrite. porter leaves warp "
+     "sizes in such functions unpatched."),
+    ("PRT523", "warp-physical-strategy-unavailable", "The physical strategy was requested but host code in the "
+     "file computes geometry from the warp size; porter used the logical strategy.", _R, _I, _NONE, 0.0,
+     "porter offers the physical (wavefront-generic) strategy only where host and device provably agree."),
+)
+
+RULES = tuple(
+    rule(code, name, NAME, summary, cat, severity=sev, fix=fix, effort_hours=eff, explanation=expl)
+    for code, name, summary, cat, sev, fix, eff, expl in _TABLE
+)
+
+_CUDA_TOKENS = ("__shfl", "__ballot", "__any", "__all", "__activemask", "__syncwarp", "warpSize",
+                "__AMDGCN_WAVEFRONT_SIZE", "WarpReduce", "WarpScan", "tiled_partition", "__match_", "__reduce_",
+                "laneid", "lanemask", "C10_WARP_SIZE", "mma.sync", "wmma", "__fns", "volatile")
+_PY_TOKENS = ("31) // 32", "num_warps", "warps *")
+
+
+@lru_cache(maxsize=1)
+def header_text() -> str:
+    """The portable header porter adds (package data)."""
+    return resources.files("porter.codemods").joinpath("templates", HEADER).read_text(encoding="utf-8")
+
+
+def _include_point(a: Analyser, before: int) -> int:
+    """Character offset where the header include goes: after the last leading #include."""
+    root = a.tree.root_node
+    container = root
+    named = [c for c in root.named_children if c.type != "comment"]
+    if len(named) == 1 and named[0].type == "preproc_ifdef":  # include guard
+        container = named[0]
+    last = None
+    anchor = None
+    for child in container.named_children:
+        if a.c(child.start_byte) >= before:
+            break
+        if child.type == "preproc_include":
+            last = child
+        elif child.type == "preproc_def" and container is not root and anchor is None:
+            anchor = child
+        elif child.type == "preproc_call" and "once" in a.t(child):
+            anchor = anchor or child
+    node = last or anchor
+    if node is None:
+        return 0
+    end = a.c(node.end_byte)
+    text = a.text
+    if end > 0 and text[end - 1] == "\n":
+        return end
+    nl = text.find("\n", end)
+    return len(text) if nl < 0 else nl + 1
+
+
+def _header_paths(ctx: FileContext) -> tuple[str, str]:
+    """(new file path relative to the root, the path to write in the #include)."""
+    here = posixpath.dirname(ctx.relpath)
+    where = ctx.settings.option(NAME, "header-dir", None) or ctx.settings.option(NAME, "header_dir", None)
+    if where is None:
+        return posixpath.join(here, HEADER) if here else HEADER, HEADER
+    where = str(where).strip("/")
+    path = posixpath.join(where, HEADER) if where else HEADER
+    return path, posixpath.relpath(path, here or ".")
+
+
+def _strategy(ctx: FileContext) -> str:
+    s = str(ctx.settings.option(NAME, "strategy", LOGICAL)).lower()
+    return PHYSICAL if s == PHYSICAL else LOGICAL
+
+
+def check_cuda(ctx: FileContext) -> list[Finding]:
+    strategy = _strategy(ctx)
+    a = analyse(ctx.text, strategy, ctx.cache)
+    extra: list[Finding] = []
+    if strategy == PHYSICAL and a.physical_blockers:
+        byte, why = a.physical_blockers[0]
+        pos = a.c(byte)
+        a = analyse(ctx.text, LOGICAL, ctx.cache)
+        extra.append(ctx.finding("PRT523", f"physical warp strategy not applied to this file ({why} at line "
+                                 f"{ctx.position(pos)[0]}); porter used the logical 32-lane warp instead.", pos, pos))
+    return extra + _to_findings(ctx, a.sites, a)
+
+
+def _to_findings(ctx: FileContext, sites: list[Site], a: Analyser) -> list[Finding]:
+    out: list[Finding] = []
+    needs = [s for s in sites if s.edits and s.needs_header]
+    include_edit: Edit | None = None
+    new_files: tuple[tuple[str, str], ...] = ()
+    if needs:
+        path, inc = _header_paths(ctx)
+        new_files = ((path, header_text()),)
+        if not re.search(r'#\s*include\s*[<"](?:[^">]*/)?porter_warp\.h[">]', ctx.text):
+            pos = _include_point(a, min(s.start for s in needs))
+            include_edit = Edit(pos, pos, f'#include "{inc}"\n')
+    for s in sites:
+        edits = tuple(Edit(x, y, t) for x, y, t in s.edits)
+        kwargs = {}
+        if edits and s.needs_header:
+            if include_edit is not None:
+                edits = edits + (include_edit,)
+            kwargs["new_files"] = new_files
+        out.append(ctx.finding(s.code, s.message, s.start, s.end, fix=s.fix if edits else _NONE, edits=edits,
+                               **kwargs))
+    return out
+
+
+# -- Python side: embedded CUDA sources (report only) and H20 -------------------------------------------
+_EMBEDDED = re.compile(r"__global__|__device__")
+
+
+class WarpPyVisitor(PyVisitor):
+    family = NAME
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        raw = node.value
+        if not _EMBEDDED.search(raw):
+            return
+        prefix_len = len(node.prefix)
+        quote = node.quote
+        body = raw[prefix_len + len(quote) : len(raw) - len(quote)]
+        start, _end = self.span(node)
+        exact = "r" in node.prefix.lower() or "\\" not in body
+        try:
+            text = body if exact else node.evaluated_value
+        except Exception:  # noqa: BLE001 - an odd literal: skip it
+            return
+        if not isinstance(text, str):
+            return
+        a = analyse(text, LOGICAL)
+        base = start + prefix_len + len(quote)
+        for s in a.sites:
+            if exact:
+                s_start, s_end = base + s.start, base + s.end
+            else:
+                s_start, s_end = start, start
+            self.findings.append(self.ctx.finding(
+                s.code, s.message + " (CUDA source embedded in a Python string: report only; patch the kernel "
+                "source by hand or move it to a .cu file)", s_start, s_end))
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        op = node.operator
+        if isinstance(op, cst.FloorDivide) and _int(node.right) == 32:
+            left = node.left
+            inner = left
+            if isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, cst.Add) and _int(inner.right) == 31:
+                self.report(node, "PRT520", "`(n + 31) // 32` counts 32-lane warps or 32-bit mask words on the "
+                            "Python side: it must follow the kernels' warp size (64-bit masks on HIP wave64).",
+                            fix=_NONE)
+        elif isinstance(op, cst.Multiply):
+            names = [n for n in (node.left, node.right) if isinstance(n, cst.Name)]
+            ints = [_int(n) for n in (node.left, node.right)]
+            if 32 in ints and any("warp" in n.value.lower() for n in names):
+                self.report(node, "PRT520", "`num_warps * 32` sizes threads in 32-lane warps on the Python side: "
+                            "use the device's warp size (torch.cuda.get_device_properties(d).warp_size) for "
+                            "physical-warp kernels.", fix=_NONE)
+
+
+def _int(node: cst.BaseExpression) -> int | None:
+    if isinstance(node, cst.Integer):
+        try:
+            return int(node.value.replace("_", ""), 0)
+        except ValueError:
+            return None
+    return None
+
+
+FAMILY = Family(
+    name=NAME,
+    title="Warp-size hazards in CUDA C++ (32-lane warps vs 64-lane wavefronts)",
+    order=90,
+    rules=RULES,
+    tokens=_CUDA_TOKENS + _PY_TOKENS,
+    python=WarpPyVisitor,
+    checkers={"cuda": check_cuda},
+    description="Routes raw warp shuffles, votes and `__syncwarp` through `porter_warp.h` (added next to the "
+    "patched file) so that a warp stays 32 lanes on every target: explicit width 32 on shuffles, votes "
+    "restricted to the caller's 32-lane half of a 64-lane wavefront, 64-bit masks where HIP needs them. On CUDA "
+    "every helper is the original `*_sync` call with the full mask.",
+    verified="Fixture pairs for hazards H1-H20 and the false-positive traps; idempotence; compiler checks "
+    "(nvcc sm_80 on original and patched kernels, hipcc gfx90a on patched-then-HIPified kernels, plus a ROCm "
+    "6.3-style 64-bit-mask stub).",
+    review="Findings without a fix (host geometry, PTX, MMA fragments, divergent collectives, deprecated "
+    "wavefront macros) need manual work. Kernels run at half wavefront occupancy per logical warp on CDNA: "
+    "consider the physical strategy for hot kernels.",
+)

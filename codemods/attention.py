@@ -571,6 +571,8 @@ class AttentionVisitor(PyVisitor):
                            "needs torch >= 2.5")
         for t in (q, k, v):
             plan.inputs.append(f"{atom(flat(self.code(t)), t)}.transpose(1, -2)")
+        plan.notes.append("head axis moved with .transpose(1, -2): swaps M and H of 4-D [B, M, H, K], "
+                          "a no-op for 3-D [B, M, K]")
         if "op" in a:
             plan.notes.append("op= (kernel choice) dropped")
         sq = f"{flat(self.code(q))}.shape[1]" if is_simple(q) else None
@@ -667,6 +669,11 @@ class AttentionVisitor(PyVisitor):
         return kind, payload, edit, (expr if edit is not None else None)
 
     def _bias_kind(self, expr: cst.BaseExpression) -> tuple[str, object]:
+        for qual in self._xformers_names(expr):
+            hit = next((part for part in _XF_BLOCK if part in qual), None)
+            if hit is not None:
+                cls = next(p for p in qual.split(".") if hit in p)
+                raise _Blocked(f"block-diagonal / padded / paged bias {cls} (varlen or KV-cache layout)")
         if isinstance(expr, cst.Call):
             qual = self.qualname(expr.func)
             short = _xf_short(qual)
@@ -709,14 +716,25 @@ class AttentionVisitor(PyVisitor):
                        "xformers bias object")
 
     def _mentions_xformers(self, expr: cst.BaseExpression) -> bool:
-        found = False
+        return bool(self._xformers_names(expr))
+
+    def _xformers_names(self, expr: cst.BaseExpression) -> list[str]:
+        """Qualified names reached through xformers imports inside ``expr`` (outermost chains)."""
+        found: list[str] = []
+        resolve = self.qualname
 
         class _V(cst.CSTVisitor):
-            def visit_Name(inner, n: cst.Name) -> None:  # noqa: N805
-                nonlocal found
-                q = self.ctx.imports.resolve_name(n.value)
+            def visit_Attribute(inner, n: cst.Attribute) -> bool:  # noqa: N805
+                q = resolve(n)
                 if q and q.startswith("xformers"):
-                    found = True
+                    found.append(q)
+                    return False
+                return True
+
+            def visit_Name(inner, n: cst.Name) -> None:  # noqa: N805
+                q = resolve(n)
+                if q and q.startswith("xformers"):
+                    found.append(q)
 
         expr.visit(_V())
         return found

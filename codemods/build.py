@@ -285,7 +285,7 @@ def _rocm_version(ctx: FileContext) -> str:
     return value if ROCM_VERSION_RE.match(value) else DEFAULT_ROCM_VERSION
 
 
-_SMI = re.compile(r"(?<![\w./-])nvidia-smi\b")
+_SMI = re.compile(r"(?<![\w./-])nvidia-smi(?![\w.-])")
 _GPUS = re.compile(r"--gpus(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
 _RUNTIME = re.compile(r"--runtime(?:=|\s+)nvidia\b|^\s*runtime:\s*nvidia\b|\bdriver:\s*nvidia\b")
 _K8S = re.compile(r"nvidia\.com/gpu\b")

@@ -44,9 +44,15 @@ MANIFEST_NAMES: frozenset[str] = frozenset(
 def is_manifest(relpath: str) -> bool:
     """True for a dependency manifest or lock file (by name; contents are not read)."""
     name = posixpath.basename(relpath)
-    if name in MANIFEST_NAMES:
+    if name in MANIFEST_NAMES or _in_requirements_dir(relpath):
         return True
     return languages.detect(relpath) in (languages.REQUIREMENTS, languages.CONDA)
+
+
+def _in_requirements_dir(relpath: str) -> bool:
+    """``requirements/gpu.txt``-style layouts (a folder of requirement files)."""
+    parent = posixpath.basename(posixpath.dirname(relpath)).lower()
+    return parent in ("requirements", "reqs", "requirements.d") and relpath.endswith((".txt", ".in"))
 
 
 # -- requirements.txt -------------------------------------------------------------------
@@ -501,7 +507,7 @@ def _pins_of(relpath: str, text: str) -> Iterator[tuple[str, str]]:
         yield from _pins_setup_cfg(text)
     else:
         lang = languages.detect(relpath)
-        if lang == languages.REQUIREMENTS:
+        if lang == languages.REQUIREMENTS or _in_requirements_dir(relpath):
             yield from _pins_requirements(text)
         elif lang == languages.CONDA:
             yield from _pins_conda(text)

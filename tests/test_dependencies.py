@@ -1,0 +1,195 @@
+"""dependencies family: cross-file facts, round-trips and negative cases."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from porter.framework import RepoFacts
+from porter.manifests import requirement_lines
+from porter.testing import codes, findings, fixed, settings_for
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+FIXTURES = Path(__file__).parent / "fixtures" / "dependencies"
+FAM = "dependencies"
+IMPORTS = frozenset({"torch", "numpy", "transformers"})
+
+
+def facts(imports=IMPORTS, applied=()) -> RepoFacts:
+    return RepoFacts(imports=frozenset(imports), applied=frozenset(applied))
+
+
+REQS = """# stack
+--extra-index-url https://download.pytorch.org/whl/cu121
+torch==2.1.0+cu121   # pinned
+flash-attn==2.5.8
+xformers>=0.0.22
+numpy>=1.24  # keep
+"""
+
+
+def _changed_lines(before: str, after: str) -> set[int]:
+    """1-based line numbers of ``before`` that the diff touches."""
+    touched: set[int] = set()
+    sm = difflib.SequenceMatcher(a=before.splitlines(keepends=True), b=after.splitlines(keepends=True))
+    for tag, i1, i2, _, _ in sm.get_opcodes():
+        if tag != "equal":
+            touched.update(range(i1 + 1, max(i2, i1 + 1) + 1))
+    return touched
+
+
+def test_flash_attn_dropped_only_when_no_longer_imported() -> None:
+    out = fixed(REQS, "requirements.txt", family=FAM, facts=facts())
+    assert "flash-attn" not in out
+    kept = fixed(REQS, "requirements.txt", family=FAM, facts=facts(IMPORTS | {"flash_attn"}))
+    assert "flash-attn==2.5.8\n" in kept
+    found = findings(REQS, "requirements.txt", family=FAM, facts=facts(IMPORTS | {"flash_attn"}))
+    msg = next(f.message for f in found if f.code == "PRT802" and "flash" in f.message)
+    assert "still imports flash_attn" in msg
+
+
+def test_no_facts_keeps_cuda_only_packages() -> None:
+    out = fixed(REQS, "requirements.txt", family=FAM)
+    assert "flash-attn==2.5.8" in out and "xformers" in out
+
+
+def test_hf_switch_remaining_keeps_flash_attn() -> None:
+    f = RepoFacts(imports=IMPORTS, extra={"remaining": ("PRT030",)})
+    assert "flash-attn" in fixed(REQS, "requirements.txt", family=FAM, facts=f)
+
+
+def test_torchao_added_only_after_torchao_rewrite() -> None:
+    plain = fixed(REQS, "requirements.txt", family=FAM, facts=facts())
+    assert "torchao" not in plain
+    for applied in (("PRT401",), ("PRT601",)):
+        out = fixed(REQS, "requirements.txt", family=FAM, facts=facts(applied=applied))
+        assert "torch==2.1.0   # pinned\ntorchao>=0.11\n" in out
+    via_import = fixed(REQS, "requirements.txt", family=FAM, facts=facts(IMPORTS | {"torchao"}))
+    assert "torchao>=0.11" in via_import
+    # other families' fixes do not add it
+    assert "torchao" not in fixed(REQS, "requirements.txt", family=FAM, facts=facts(applied=("PRT101", "PRT301")))
+    # already required: not added twice
+    twice = fixed(REQS + "torchao==0.18.0\n", "requirements.txt", family=FAM, facts=facts(applied=("PRT401",)))
+    assert twice.count("torchao") == 1
+
+
+def test_torchao_requirement_option() -> None:
+    s = settings_for(FAM, dependencies={"torchao-requirement": "torchao==0.18.0"})
+    out = fixed(REQS, "requirements.txt", settings=s, facts=facts(applied=("PRT401",)))
+    assert "torchao==0.18.0\n" in out
+
+
+def test_rocm_version_option() -> None:
+    s = settings_for(FAM, dependencies={"rocm-version": "6.4"})
+    out = fixed(REQS, "requirements.txt", settings=s, facts=facts())
+    assert "--extra-index-url https://download.pytorch.org/whl/rocm6.4\n" in out
+    bad = settings_for(FAM, dependencies={"rocm-version": "latest; rm -rf /"})
+    assert "rocm6.3" in fixed(REQS, "requirements.txt", settings=bad, facts=facts())
+
+
+def test_cupy_mapped_only_where_a_rocm_wheel_exists() -> None:
+    text = "cupy-cuda12x>=13.0  # arrays\n"
+    assert fixed(text, "requirements.txt", family=FAM) == text
+    s = settings_for(FAM, dependencies={"rocm-version": "5.0"})
+    assert fixed(text, "requirements.txt", settings=s) == "cupy-rocm-5-0>=13.0  # arrays\n"
+
+
+def test_bitsandbytes_pins() -> None:
+    assert fixed("bitsandbytes\n", "requirements.txt", family=FAM) == "bitsandbytes>=0.50\n"
+    assert fixed("bitsandbytes[test]\n", "requirements.txt", family=FAM) == "bitsandbytes[test]>=0.50\n"
+    old = "bitsandbytes==0.41.1\n"
+    assert fixed(old, "requirements.txt", family=FAM) == old
+    assert "excludes 0.50" in findings(old, "requirements.txt", family=FAM)[0].message
+    assert findings("bitsandbytes>=0.50\n", "requirements.txt", family=FAM) == []
+
+
+def test_nvidia_runtime_wheels_are_unsafe_drops() -> None:
+    text = "nvidia-cudnn-cu12==9.1.0.70\nnumpy\n"
+    assert fixed(text, "requirements.txt", family=FAM, facts=facts()) == text
+    assert fixed(text, "requirements.txt", family=FAM, facts=facts(), unsafe=True) == "numpy\n"
+    # the code imports nvidia.*: only reported
+    assert fixed(text, "requirements.txt", family=FAM, facts=facts(IMPORTS | {"nvidia"}), unsafe=True) == text
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("requirements*.in.txt")), ids=lambda p: p.name)
+def test_rewritten_requirements_parse_and_keep_other_lines(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    for f_ in (facts(), facts(applied=("PRT401",)), None):
+        out = fixed(text, "requirements.txt", family=FAM, facts=f_, unsafe=True)
+        for line in requirement_lines(out):
+            if line.text and not line.option:
+                assert line.requirement is not None, line.text
+                Requirement(out[line.req_start : line.req_end].replace("\\\n", ""))
+        reported = {f.line for f in findings(text, "requirements.txt", family=FAM, facts=f_)}
+        assert _changed_lines(text, out) <= reported | {max(reported, default=0) + 1}, path.name
+
+
+def test_pyproject_still_loads_and_untouched_lines_identical() -> None:
+    text = (FIXTURES / "pyproject.in.toml").read_text(encoding="utf-8")
+    for f_ in (facts(), facts(applied=("PRT601",)), None):
+        out = fixed(text, "pyproject.toml", family=FAM, facts=f_)
+        data = tomllib.loads(out)
+        for dep in data["project"]["dependencies"]:
+            Requirement(dep)
+        reported = {f.line for f in findings(text, "pyproject.toml", family=FAM, facts=f_)}
+        assert _changed_lines(text, out) <= reported | {r + 1 for r in reported}
+    out = fixed(text, "pyproject.toml", family=FAM, facts=facts(applied=("PRT601",)))
+    deps = tomllib.loads(out)["project"]["dependencies"]
+    assert deps == ["torch==2.1.0", "torchao>=0.11", "numpy"]
+    assert tomllib.loads(out)["project"]["optional-dependencies"]["gpu"] == ["cupy-cuda12x"]
+    assert "apex" not in tomllib.loads(out)["tool"]["poetry"]["dependencies"]
+
+
+@pytest.mark.parametrize("array", ['dependencies = ["torch", "flash-attn"]\n',
+                                   'dependencies = [\n  "torch",\n  "flash-attn"\n]\n',
+                                   'dependencies = [\n  "flash-attn",  # fa\n  "torch"\n]\n'])
+def test_pyproject_array_shapes(array: str) -> None:
+    text = '[project]\nname = "x"\n' + array
+    out = fixed(text, "pyproject.toml", family=FAM, facts=facts(applied=("PRT401",)))
+    assert tomllib.loads(out)["project"]["dependencies"] == (
+        ["torch", "torchao>=0.11"])
+
+
+def test_setup_py_only_setup_lists() -> None:
+    text = (FIXTURES / "setup.in.py").read_text(encoding="utf-8")
+    out = fixed(text, "setup.py", family=FAM, facts=facts(applied=("PRT401",)))
+    compile(out, "setup.py", "exec")
+    assert 'NOTES = ["flash-attn==2.5.8"]' in out
+    assert '"flash-attn==2.5.8",  # fast' not in out
+    assert '"torchao>=0.11",' in out
+    # a setup.py elsewhere than the file name setup.py is not a manifest
+    assert findings(text, "pkg/build_setup.py", family=FAM, facts=facts()) == []
+
+
+def test_conda_pip_section() -> None:
+    text = (FIXTURES / "environment.in.yml").read_text(encoding="utf-8")
+    import yaml
+
+    out = fixed(text, "environment.yml", family=FAM, facts=facts())
+    pip = next(d for d in yaml.safe_load(out)["dependencies"] if isinstance(d, dict))["pip"]
+    assert pip == ["--extra-index-url https://download.pytorch.org/whl/rocm6.3", "torch==2.1.0", "einops"]
+
+
+def test_torch_from_pypi_is_info_only() -> None:
+    found = findings("torch>=2.3\n", "requirements.txt", family=FAM)
+    assert codes(found) == ["PRT808"]
+    assert fixed("torch>=2.3\n", "requirements.txt", family=FAM) == "torch>=2.3\n"
+
+
+def test_crlf_and_no_final_newline() -> None:
+    text = "--extra-index-url https://download.pytorch.org/whl/cu118\r\ntorch==2.0.1+cu118"
+    out = fixed(text, "requirements.txt", family=FAM)
+    assert out == "--extra-index-url https://download.pytorch.org/whl/rocm6.3\r\ntorch==2.0.1"
+
+
+def test_suppression_comment() -> None:
+    text = "flash-attn==2.5.8  # porter: ignore[PRT802]\n"
+    assert findings(text, "requirements.txt", family=FAM, facts=facts()) == []

@@ -25,7 +25,7 @@ from porter.framework import RepoFacts  # noqa: E402
 from porter.testing import findings, fixed  # noqa: E402
 
 ATOL = 2e-5
-FAST = settings(max_examples=25, deadline=None, derandomize=True,
+FAST = settings(max_examples=15, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -358,3 +358,68 @@ def test_v1_flash_attn_func_is_flagged() -> None:
     assert [f.code for f in pinned] == ["PRT105"]
     v2 = findings(src, family="attention", facts=RepoFacts(pins={"flash-attn": ">=2.3"}))
     assert [f.code for f in v2] == ["PRT100"]
+
+
+# -- whole fixture modules: the original on the references vs the rewritten file ------------------
+
+_FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures" / "attention"
+
+
+def _module(name: str, kind: str, era: str | None) -> dict:
+    src = (_FIXTURES / f"{name}.{kind}.py").read_text()
+    saved = {}
+    try:
+        for n, mod in (fake_modules(era) if era else {}).items():
+            saved[n] = sys.modules.get(n)
+            sys.modules[n] = mod
+        ns: dict = {"__name__": f"fixture_{name}_{kind}"}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exec(compile(src, name, "exec"), ns)
+        return ns
+    finally:
+        for n, old in saved.items():
+            if old is None:
+                sys.modules.pop(n, None)
+            else:
+                sys.modules[n] = old
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and bool(torch.allclose(a, b, atol=ATOL, rtol=1e-4))
+
+
+def test_flash_basic_fixture_runs_like_the_original() -> None:
+    orig, new = _module("flash_basic", "in", "v2.1+"), _module("flash_basic", "out", None)
+    torch.manual_seed(0)
+    block = orig["Attention"](32, 4, 2).eval()
+    ported = new["Attention"](32, 4, 2).eval()
+    ported.load_state_dict(block.state_dict())
+    x = rand(2, 5, 32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert _same(block(x), ported(x))
+        q, k, v = rand(2, 3, 4, 8), rand(2, 6, 2, 8, seed=1), rand(2, 6, 2, 8, seed=2)
+        assert _same(orig["cross"](q, k, v), new["cross"](q, k, v))
+        qkv = rand(2, 5, 3, 2, 8)
+        for causal in (True, False):
+            assert _same(orig["packed"](qkv, causal), new["packed"](qkv, causal))
+        kv = rand(2, 200, 2, 2, 8, seed=3)
+        q2 = rand(2, 150, 4, 8, seed=4)
+        assert _same(orig["kv_packed"](q2, kv), new["kv_packed"](q2, kv))
+
+
+def test_xformers_basic_fixture_runs_like_the_original() -> None:
+    orig, new = _module("xformers_basic", "in", "v2.1+"), _module("xformers_basic", "out", None)
+    torch.manual_seed(0)
+    block = orig["MemEffAttention"](24, num_heads=3).eval()
+    ported = new["MemEffAttention"](24, num_heads=3).eval()
+    ported.load_state_dict(block.state_dict())
+    x = rand(2, 7, 24)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert _same(block(x), ported(x))
+        q, k, v = rand(6, 4, 8), rand(6, 9, 8, seed=1), rand(6, 9, 8, seed=2)  # 3-D inputs
+        assert _same(orig["causal_3d"](q, k, v), new["causal_3d"](q, k, v))
+        q4, k4, v4 = rand(2, 4, 3, 8), rand(2, 9, 3, 8, seed=1), rand(2, 9, 3, 8, seed=2)
+        assert _same(orig["bottom_right"](q4, k4, v4), new["bottom_right"](q4, k4, v4))

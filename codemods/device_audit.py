@@ -324,6 +324,11 @@ class DeviceAuditVisitor(PyVisitor):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._skip.add(id(node.name))
+        for base in node.bases:
+            qual = self.qualname(base.value)
+            if is_training_call(qual) or qual == "torch.optim.Optimizer":
+                self.report(base.value, "PRT060", f"training code: subclass of {qual}", fix=Applicability.NONE,
+                            data={"qualname": qual})
 
     # -- torch.cuda references --------------------------------------------------------------
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -520,7 +525,9 @@ class DeviceAuditVisitor(PyVisitor):
         else:
             args = ", ".join(['"cuda"'] + parts)
         fix = Applicability.UNSAFE if self._unsafe_amp and new == "autocast" else Applicability.SAFE
-        self.report(node, "PRT049", f"{qual} is deprecated; {target}(\"cuda\", ...) is the same",
+        same = (f'{target}(..., device_type="cuda")' if new in {"custom_fwd", "custom_bwd"}
+                else f'{target}("cuda", ...)')
+        self.report(node, "PRT049", f"{qual} is deprecated; {same} is the same",
                     replacement=f"{prefix}.{new}({args})", fix=fix, fix_title=f"use {target}",
                     add_imports=adds, remove_imports=(qual,))
 

@@ -1,1 +1,95 @@
-"""Adapters around HIPify engines (installed as ``porter.hipify_wrappers``)."""
+"""Adapters around HIPify engines (installed as ``porter.hipify_wrappers``).
+
+``run_hipify(root, files)`` converts CUDA API names to HIP with the chosen engine on a scratch
+copy and returns the changes (for the lead's patch series, after the warp-size patch) and the
+findings (PRT560-PRT566). ``engine="auto"`` picks hipify-perl, then hipify-clang when found on
+PATH, else ``torch.utils.hipify``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from . import clang, perl, torch_hipify
+from .base import HipifyResult
+from .setup_scan import scan_setup
+
+__all__ = ["HipifyResult", "run_hipify", "included_headers"]
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+ENGINES = ("auto", "hipify-perl", "perl", "hipify-clang", "clang", "torch")
+
+
+def included_headers(root: Path, files: list[str]) -> list[str]:
+    """Files plus the quoted headers they include (transitively) that exist under ``root``."""
+    out: list[str] = []
+    todo = list(files)
+    seen: set[str] = set()
+    while todo:
+        rel = todo.pop(0)
+        if rel in seen:
+            continue
+        seen.add(rel)
+        out.append(rel)
+        path = root / rel
+        if not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for inc in _INCLUDE.findall(text):
+            cand = posixpath.normpath(posixpath.join(posixpath.dirname(rel), inc))
+            if not cand.startswith("..") and (root / cand).is_file() and posixpath.basename(cand) != "porter_warp.h":
+                todo.append(cand)
+    return out
+
+
+def run_hipify(root: Path, files: list[str], engine: str = "auto", scratch: Path | None = None, *,
+               force: bool = False) -> HipifyResult:
+    """HIPify ``files`` (relative to ``root``) with ``engine`` on a scratch copy.
+
+    Sources of ``CUDAExtension`` builds in ``root/setup.py`` are skipped (PRT563): torch hipifies
+    them at build time on ROCm. ``force=True`` converts them anyway.
+    """
+    root = Path(root)
+    if engine not in ENGINES:
+        raise ValueError(f"unknown HIPify engine {engine!r}; one of {', '.join(ENGINES)}")
+    exts, setup_findings = scan_setup(root)
+    skip: set[str] = set()
+    if not force:
+        for ext in exts:
+            skip.update(ext.sources)
+        skip.update(included_headers(root, sorted(skip)))  # the build hipifies their headers too
+    wanted = [f for f in files if f not in skip]
+    todo = included_headers(root, wanted)
+    todo = [f for f in todo if f not in skip]
+    own = scratch is None
+    scratch = Path(tempfile.mkdtemp(prefix="porter-hipify-")) if scratch is None else Path(scratch)
+    try:
+        result = _dispatch(root, todo, engine, scratch)
+    finally:
+        if own:
+            shutil.rmtree(scratch, ignore_errors=True)
+    result.skipped = sorted(f for f in files if f in skip)
+    result.findings = setup_findings + result.findings
+    return result
+
+
+def _dispatch(root: Path, files: list[str], engine: str, scratch: Path) -> HipifyResult:
+    if engine in ("auto", "hipify-perl", "perl"):
+        tool = perl.detect()
+        if tool is not None:
+            return perl.run(root, files, scratch, tool)
+        if engine != "auto":
+            raise FileNotFoundError("hipify-perl not found on PATH")
+    if engine in ("auto", "hipify-clang", "clang"):
+        tool = clang.detect()
+        if tool is not None:
+            return clang.run(root, files, scratch, tool)
+        if engine != "auto":
+            raise FileNotFoundError("hipify-clang not found on PATH")
+    if not files:
+        return HipifyResult(torch_hipify.ENGINE, torch_hipify.available() or "unavailable")
+    return torch_hipify.run(root, files, scratch)

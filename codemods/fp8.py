@@ -300,7 +300,10 @@ class Fp8Visitor(PyVisitor, StatementTracker):
             lines.append(f"{normal}({target}.weight, mean=0.0, std={TE_INIT_STD})")
         else:
             no_grad, imports = reference(self.ctx, "torch.no_grad")
-            lines += [f"with {no_grad}():", f"    {src(self.ctx, init_method)}({target}.weight)"]
+            fn = src(self.ctx, init_method)
+            if not isinstance(init_method, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
+                fn = f"({fn})"  # a lambda or other expression must be parenthesised to be called
+            lines += [f"with {no_grad}():", f"    {fn}({target}.weight)"]
         if bias is None or not is_literal(bias, False):
             zeros, more = reference(self.ctx, "torch.nn.init.zeros_")
             imports = tuple(dict.fromkeys(imports + more))

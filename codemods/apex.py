@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-from porter.findings import Applicability, Category, Severity
+from porter.findings import Applicability, Category
 from porter.framework import Family, PyContext, PyVisitor, rule
 from porter.pyimports import dotted
 
@@ -203,10 +203,6 @@ RULES = (
          explanation="porter rewrites direct calls only, where it can bind the arguments. A reference that "
          "escapes (`norm_layer=FusedLayerNorm`, `cls = FusedAdam`) must be replaced by hand; the message "
          "names the torch equivalent and the default to write out."),
-    rule("PRT399", "apex-call-not-rewritten", NAME,
-         "An apex call porter could not rewrite (arguments it cannot bind or a blocking option).",
-         Category.REPLACE, effort_hours=0.5, severity=Severity.WARNING,
-         explanation="The message says which argument or condition blocked the rewrite."),
 )
 
 # -- API table --------------------------------------------------------------------------------
@@ -384,6 +380,15 @@ class ApexVisitor(PyVisitor):
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
         self._skip.add(id(node.target))
 
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        # `X is None` / `X is not None`: an availability check, not a use
+        for comp in node.comparisons:
+            if isinstance(comp.operator, (cst.Is, cst.IsNot)):
+                if isinstance(comp.comparator, cst.Name) and comp.comparator.value == "None":
+                    self._skip.add(id(node.left))
+                elif isinstance(node.left, cst.Name) and node.left.value == "None":
+                    self._skip.add(id(comp.comparator))
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._skip.add(id(node.name))
 
@@ -459,7 +464,7 @@ class ApexVisitor(PyVisitor):
             return
         result = handler(node, qual)
         if isinstance(result, str):
-            code = _FLAG_CODE.get(key, "PRT399")
+            code = _FLAG_CODE[key]
             self.report(node, code, result, fix=NONE, data={"qualname": qual})
             return
         self.report(node, result.code, result.message, replacement=result.replacement, fix=result.fix,
@@ -492,8 +497,8 @@ class ApexVisitor(PyVisitor):
         if val is MISSING or (val is not UNKNOWN and val == ok and type(val) is type(ok)):
             return None
         shown = self.code(b.value(name)) if b.value(name) is not None else "?"
-        state = "is not a literal" if val is UNKNOWN else "is"
-        return f"{qual} not rewritten: `{name}` {state} `{shown}`; {why}"
+        state = " (not a literal)" if val is UNKNOWN else ""
+        return f"{qual} not rewritten: `{name}={shown}`{state}; {why}"
 
     def _drop(self, b: Bound, qual: str, names: tuple[str, ...]) -> str | None:
         for name in names:
@@ -780,7 +785,8 @@ class ApexVisitor(PyVisitor):
                 parts.append(f"`{name}` has no torch.amp counterpart")
         if b.has("num_losses") and self._lit(b, "num_losses") != 1:
             parts.append("several losses (num_losses) share one GradScaler in torch")
-        parts.append("apex caps the dynamic scale at max_loss_scale=2**24, GradScaler has no cap")
+        if level != "O0":
+            parts.append("apex caps the dynamic scale at max_loss_scale=2**24, GradScaler has no cap")
         return head + "; ".join(parts)
 
     def _rw_amp_scale_loss(self, node: cst.Call, qual: str) -> str:
@@ -792,7 +798,8 @@ class ApexVisitor(PyVisitor):
             if b.has("delay_unscale") and self._lit(b, "delay_unscale") is not False:
                 extra.append("delay_unscale=True (gradient accumulation) maps to calling scaler.step only "
                              "on the last micro-batch")
-        return ("apex.amp.scale_loss: replace `with amp.scale_loss(loss, opt) as s: s.backward()` by "
+        return ("apex.amp.scale_loss not rewritten (a GradScaler has to be threaded through the training loop "
+                "by hand): replace `with amp.scale_loss(loss, opt) as s: s.backward()` by "
                 "`scaler.scale(loss).backward()` and `opt.step()` by `scaler.step(opt); scaler.update()`; apex "
                 "unscaled the grads when the block exited, GradScaler does not: call `scaler.unscale_(opt)` "
                 "before any clipping or gradient inspection (§9 trap 20)"
@@ -812,11 +819,11 @@ class ApexVisitor(PyVisitor):
                         "GradScaler, call scaler.unscale_(opt) before clipping these)", "inline master_params")
 
     def _rw_amp_state_dict(self, node: cst.Call, qual: str) -> str:
-        return ("apex.amp.state_dict(): save `scaler.state_dict()` of the torch.amp.GradScaler that replaces "
+        return ("apex.amp.state_dict() not rewritten (it needs the GradScaler of the hand port): save `scaler.state_dict()` of the torch.amp.GradScaler that replaces "
                 "amp; the formats differ, so old checkpoints' amp entries cannot be loaded")
 
     def _rw_amp_load_state_dict(self, node: cst.Call, qual: str) -> str:
-        return ("apex.amp.load_state_dict(): load into `scaler.load_state_dict()` of the GradScaler that "
+        return ("apex.amp.load_state_dict() not rewritten (it needs the GradScaler of the hand port): load into `scaler.load_state_dict()` of the GradScaler that "
                 "replaces amp; checkpoints written by apex amp have a different format and must skip it")
 
     # -- parallel ------------------------------------------------------------------------------

@@ -61,8 +61,8 @@ RULES = (
          explanation="The assembly string is PTX, which the AMD backend cannot compile. Express the "
          "operation in `tl.*` ops, or branch on the target and provide AMDGCN assembly."),
     rule("PRT866", "triton-num-warps", NAME,
-         "`num_warps=` in a Triton config or launch: sized for 32-lane warps.",
-         Category.BENIGN, severity=Severity.INFO, effort_hours=0.25,
+         "`num_warps=` in Triton configs or launches (one finding per file): sized for 32-lane warps.",
+         Category.BENIGN, severity=Severity.INFO, effort_hours=0.5,
          explanation="On AMD a warp is a 64-lane wavefront, so `num_warps=8` means 512 threads. The "
          "kernel still runs; retune the autotune configs on the target."),
     rule("PRT867", "triton-nvidia-only", NAME,
@@ -220,10 +220,17 @@ class KernelsVisitor(PyVisitor):
     def _num_warps(self, node: cst.Call, *, launch: bool) -> None:
         if launch and not any(b.target.split(".")[0] == "triton" for b in self.ctx.imports.statements):
             return
-        for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value == "num_warps":
-                self.report(arg, "PRT866", f"num_warps={self.code(arg.value)} assumes 32-lane warps; on AMD a "
-                            "wavefront has 64 lanes: retune", fix=Applicability.NONE)
+        warps: list[cst.Arg] = self.__dict__.setdefault("_warps", [])
+        warps.extend(a for a in node.args if a.keyword is not None and a.keyword.value == "num_warps")
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        warps: list[cst.Arg] = self.__dict__.get("_warps", [])
+        if warps:  # one finding per file: the retuning is per file, not per config line
+            values = sorted({self.code(a.value) for a in warps})
+            shown = ", ".join(values[:6]) + (", ..." if len(values) > 6 else "")
+            self.report(warps[0], "PRT866", f"{len(warps)} num_warps setting(s) in this file ({shown}) assume "
+                        "32-lane warps; on AMD a wavefront has 64 lanes: retune the configs",
+                        fix=Applicability.NONE, data={"count": len(warps)})
 
     def visit_Import(self, node: cst.Import) -> None:
         self._imports = getattr(self, "_imports", 0) + 1

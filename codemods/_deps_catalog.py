@@ -36,23 +36,30 @@ class CudaOnly:
     dists: tuple[str, ...]  # canonical names (or prefixes ending with "-*")
     modules: tuple[str, ...]  # top-level import names that still need it
     advice: str  # what to do when the code still imports it
+    # libraries that load the package without the repo importing it: (module, how)
+    indirect: tuple[tuple[str, str], ...] = ()
 
 
 CUDA_ONLY: tuple[CudaOnly, ...] = (
     CudaOnly(("flash-attn",), ("flash_attn", "flash_attn_2_cuda"),
              "port the calls to torch.nn.functional.scaled_dot_product_attention (attention family), or "
              "build flash-attn for ROCm (its CK/Triton backend, or AMD's ROCm/flash-attention fork); there is "
-             "no ROCm wheel on PyPI"),
+             "no ROCm wheel on PyPI",
+             (("transformers", "attn_implementation=\"flash_attention_2\""),)),
     CudaOnly(("xformers",), ("xformers",),
              "port to scaled_dot_product_attention, or install xformers' experimental ROCm wheel from the "
-             "PyTorch ROCm index"),
+             "PyTorch ROCm index",
+             (("diffusers", "enable_xformers_memory_efficient_attention()"),)),
     CudaOnly(("apex",), ("apex",),
              "port to torch.optim (fused=True), torch.nn norms, torch.amp and torch DDP, or build ROCm/apex "
              "from source"),
     CudaOnly(("bitsandbytes",), ("bitsandbytes",),
-             "bitsandbytes 0.50 and later support ROCm: pin bitsandbytes>=0.50, or finish the torchao port"),
+             "bitsandbytes 0.50 and later support ROCm: pin bitsandbytes>=0.50, or finish the torchao port",
+             (("transformers", "BitsAndBytesConfig / load_in_4bit"), ("peft", "QLoRA helpers"),
+              ("accelerate", "BnbQuantizationConfig"), ("optimum", "bnb quantization"))),
     CudaOnly(("transformer-engine", "transformer-engine-*"), ("transformer_engine",),
-             "port to torch.nn modules with torchao.float8, or build ROCm/TransformerEngine from source"),
+             "port to torch.nn modules with torchao.float8, or build ROCm/TransformerEngine from source",
+             (("accelerate", "mixed_precision=\"fp8\""),)),
     CudaOnly(("nvidia-dali-*",), ("nvidia",),
              "replace the DALI pipeline with torchdata / torch DataLoader; DALI has no ROCm build"),
     CudaOnly(("nvidia-ml-py", "nvidia-ml-py3", "pynvml"), ("pynvml",),

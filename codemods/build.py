@@ -144,7 +144,7 @@ def _str(node: cst.BaseExpression) -> str | None:
     return None
 
 
-_HIP_TEST = re.compile(r"\b(hip|HIP|rocm|ROCM|ROCm|IS_HIP_EXTENSION)\b|version\.hip|ROCM_HOME")
+_HIP_TEST = re.compile(r"(?<![A-Za-z])(hip|rocm)(?![a-z])", re.IGNORECASE)
 
 
 class BuildVisitor(PyVisitor):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -198,19 +198,27 @@ def assess(req: Requirement, raw: str, ctx: FileContext) -> list[Action]:
     if entry is not None:
         roots = import_roots(entry.modules)
         still = sorted(roots & facts.imports)
-        remaining = set(facts.extra.get("remaining", ())) if isinstance(facts.extra, dict) else set()
-        if dist == "bitsandbytes" and (still or not facts.imports):
+        extra = facts.extra if isinstance(facts.extra, Mapping) else {}
+        remaining = set(extra.get("remaining", ())) if "remaining" in extra else None
+        applied_port = any(c.startswith(("PRT4", "PRT6")) for c in facts.applied)
+        if dist == "bitsandbytes" and (still or not facts.imports or not applied_port
+                                       or any(m in facts.imports for m, _ in entry.indirect)):
+            # KEEP + pin is the exact move (bitsandbytes >= 0.50 runs on ROCm); it is dropped only after
+            # a quantization port, when nothing can still load it.
             return actions + _bitsandbytes(req, raw, dist, still)
+        indirect = [(m, how) for m, how in entry.indirect if m in facts.imports]
+        if dist == "flash-attn" and remaining is not None and not (remaining & {"PRT030", "PRT031"}):
+            indirect = []
         if not facts.imports:
             actions.append(Action("PRT802", f"{dist} is CUDA-only; porter has no import facts for this run, so "
                                   f"the requirement is kept: {entry.advice}", data={"dist": dist}))
         elif still:
             actions.append(Action("PRT802", f"{dist} is CUDA-only and the code still imports "
                                   f"{', '.join(still)}: {entry.advice}", data={"dist": dist}))
-        elif dist == "flash-attn" and remaining & {"PRT030", "PRT031"}:
-            actions.append(Action("PRT802", "flash-attn is no longer imported, but Hugging Face "
-                                  "flash_attention_2 switches remain (PRT030/PRT031): kept",
-                                  data={"dist": dist}))
+        elif indirect:
+            m, how = indirect[0]
+            actions.append(Action("PRT802", f"{dist} is no longer imported, but the code imports {m}, which can "
+                                  f"load it ({how}): kept; {entry.advice}", data={"dist": dist}))
         else:
             actions.append(Action("PRT802", f"{dist} is CUDA-only and no Python file imports "
                                   f"{', '.join(sorted(roots))} any more: dropped", SAFE, "drop",

@@ -20,7 +20,7 @@ else:  # pragma: no cover
 
 FIXTURES = Path(__file__).parent / "fixtures" / "dependencies"
 FAM = "dependencies"
-IMPORTS = frozenset({"torch", "numpy", "transformers"})
+IMPORTS = frozenset({"torch", "numpy", "einops"})
 
 
 def facts(imports=IMPORTS, applied=()) -> RepoFacts:
@@ -61,9 +61,29 @@ def test_no_facts_keeps_cuda_only_packages() -> None:
     assert "flash-attn==2.5.8" in out and "xformers" in out
 
 
-def test_hf_switch_remaining_keeps_flash_attn() -> None:
-    f = RepoFacts(imports=IMPORTS, extra={"remaining": ("PRT030",)})
+def test_indirect_loaders_keep_the_package() -> None:
+    hf = IMPORTS | {"transformers"}
+    # transformers can load flash-attn (attn_implementation="flash_attention_2"): kept unless the run
+    # says no PRT030/PRT031 finding remains
+    assert "flash-attn" in fixed(REQS, "requirements.txt", family=FAM, facts=facts(hf))
+    f = RepoFacts(imports=hf, extra={"remaining": ("PRT030",)})
     assert "flash-attn" in fixed(REQS, "requirements.txt", family=FAM, facts=f)
+    f = RepoFacts(imports=hf, extra={"remaining": ()})
+    assert "flash-attn" not in fixed(REQS, "requirements.txt", family=FAM, facts=f)
+    # diffusers can enable xformers
+    xf = "xformers==0.0.23\n"
+    assert fixed(xf, "requirements.txt", family=FAM, facts=facts(IMPORTS | {"diffusers"})) == xf
+    assert fixed(xf, "requirements.txt", family=FAM, facts=facts()) == ""
+
+
+def test_bitsandbytes_dropped_only_after_a_quantization_port() -> None:
+    text = "bitsandbytes\nnumpy\n"
+    # no port applied: KEEP + pin (bitsandbytes >= 0.50 supports ROCm)
+    assert fixed(text, "requirements.txt", family=FAM, facts=facts()) == "bitsandbytes>=0.50\nnumpy\n"
+    assert fixed(text, "requirements.txt", family=FAM, facts=facts(applied=("PRT401",))) == "numpy\n"
+    # transformers' BitsAndBytesConfig loads it without an import in the repo
+    hf = facts(IMPORTS | {"transformers"}, applied=("PRT401",))
+    assert fixed(text, "requirements.txt", family=FAM, facts=hf) == "bitsandbytes>=0.50\nnumpy\n"
 
 
 def test_torchao_added_only_after_torchao_rewrite() -> None:

@@ -157,6 +157,9 @@ class BuildVisitor(PyVisitor):
         self._gated = 0
         self._handled: set[int] = set()
         self._in_import = 0
+        self._assigned: dict[str, list[tuple[cst.List | None, bool]]] = {}  # name -> (list, gated)
+        self._nvcc_names: set[str] = set()
+        self._pending: list[tuple[cst.SimpleString, str, str]] = []
 
     # gates: code under `if torch.version.hip` / `x if IS_HIP_EXTENSION else y` is left alone
     def visit_If(self, node: cst.If) -> None:
@@ -187,17 +190,53 @@ class BuildVisitor(PyVisitor):
     def leave_ImportFrom(self, original_node: cst.ImportFrom) -> None:
         self._in_import -= 1
 
-    # "nvcc": [...] in a dict literal, nvcc=[...] in dict(...)
+    # "nvcc": [...] in a dict literal, nvcc=[...] in dict(...); a list variable used there
     def visit_DictElement(self, node: cst.DictElement) -> None:
-        if self.active and not self._gated and _str(node.key) == "nvcc" and isinstance(node.value, cst.List):
-            self._nvcc_list(node.value)
+        if self.active and not self._gated and _str(node.key) == "nvcc":
+            self._nvcc_value(node.value)
 
     def visit_Arg(self, node: cst.Arg) -> None:
-        if (self.active and not self._gated and node.keyword is not None and node.keyword.value == "nvcc"
-                and isinstance(node.value, cst.List)):
-            self._nvcc_list(node.value)
+        if self.active and not self._gated and node.keyword is not None and node.keyword.value == "nvcc":
+            self._nvcc_value(node.value)
 
-    def _nvcc_list(self, lst: cst.List) -> None:
+    def _nvcc_value(self, value: cst.BaseExpression) -> None:
+        if isinstance(value, cst.List):
+            self._nvcc_list(value)
+            return
+        stack: list[cst.CSTNode] = [value]
+        while stack:  # names the flags come from: nvcc_flags + cc_flag, helper(nvcc_flags)
+            expr = stack.pop()
+            if isinstance(expr, cst.Name):
+                self._nvcc_names.add(expr.value)
+            elif isinstance(expr, cst.BinaryOperation):
+                stack += [expr.left, expr.right]
+            elif isinstance(expr, cst.Call):
+                stack += [a.value for a in expr.args]
+            elif isinstance(expr, cst.List) and expr is not value:
+                self._nvcc_list(expr, nested=True)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if not self.active:
+            return
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                lst = node.value if isinstance(node.value, cst.List) and len(node.targets) == 1 else None
+                self._assigned.setdefault(target.target.value, []).append((lst, bool(self._gated)))
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if self.active and isinstance(node.target, cst.Name):
+            self._assigned.setdefault(node.target.value, []).append((None, bool(self._gated)))
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for name in sorted(self._nvcc_names):
+            assigns = self._assigned.get(name, [])
+            if len(assigns) == 1 and assigns[0][0] is not None and not assigns[0][1]:
+                self._nvcc_list(assigns[0][0], variable=name)
+        for node, code, message in self._pending:
+            if id(node) not in self._handled:
+                self.report(node, code, message, fix=NONE)
+
+    def _nvcc_list(self, lst: cst.List, variable: str = "", nested: bool = False) -> None:
         values: list[tuple[cst.BaseElement, str | None]] = [(el, _str(el.value)) for el in lst.elements]
         for el, _ in values:
             self._handled.add(id(el.value))
@@ -237,7 +276,10 @@ class BuildVisitor(PyVisitor):
         torch_name = self.ctx.imports.alias_for("torch") or "torch"
         adds = () if self.ctx.imports.alias_for("torch") else ("import torch",)
         replacement = f"[{', '.join(keep)}] if {torch_name}.version.hip else {self.code(lst)}"
-        self.report(lst, "PRT840", f"nvcc-only flags {', '.join(dropped)} break hipcc on ROCm: gated on "
+        if nested:  # inside `a + [...]`: the conditional needs parentheses
+            replacement = f"({replacement})"
+        where = f" (list `{variable}`, used as nvcc flags)" if variable else ""
+        self.report(lst, "PRT840", f"nvcc-only flags {', '.join(dropped)}{where} break hipcc on ROCm: gated on "
                     "torch.version.hip (set PYTORCH_ROCM_ARCH for the ROCm targets)", replacement=replacement,
                     fix=SAFE, add_imports=adds, fix_title="gate the nvcc-only flags on torch.version.hip")
 
@@ -252,10 +294,10 @@ class BuildVisitor(PyVisitor):
                         "PYTORCH_ROCM_ARCH", fix=NONE)
             return
         if nvcc_only(value) and value not in ("-t", "-code", "-keep"):
-            self.report(node, "PRT841", f"nvcc-only flag {value} outside a literal \"nvcc\" list: gate it on "
-                        "torch.version.hip by hand", fix=NONE)
+            self._pending.append((node, "PRT841", f"nvcc-only flag {value} outside a literal \"nvcc\" list: gate it "
+                                  "on torch.version.hip by hand"))
         elif value in _TRANSLATE and value not in ("-G", "-dc"):
-            self.report(node, "PRT841", f"nvcc flag {value} needs a ROCm translation ({_TRANSLATE[value]})", fix=NONE)
+            self._pending.append((node, "PRT841", f"nvcc flag {value} needs a ROCm translation ({_TRANSLATE[value]})"))
 
     def visit_Name(self, node: cst.Name) -> None:
         if not self.active or self._in_import or self._gated or node.value != "CUDA_HOME":

@@ -84,3 +84,26 @@ def test_scripts() -> None:
     pip = "pip install torch==2.2.0+cu121 --index-url https://download.pytorch.org/whl/cu121\n"
     assert fixed(pip, "ci.yml", family=FAM) == (
         "pip install torch==2.2.0 --index-url https://download.pytorch.org/whl/rocm6.3\n")
+
+
+def test_list_variables_and_nested_lists_are_gated() -> None:
+    src = ('from torch.utils.cpp_extension import CUDAExtension\nimport torch\n'
+           'base = ["-O3", "-arch=sm_80"]\ntwice = ["-O2"]\ntwice = twice + ["-lineinfo"]\n'
+           'e = CUDAExtension("e", [], extra_compile_args={"nvcc": base + twice + ["--use_fast_math", "-DX"]})\n')
+    out = fixed(src, "setup.py", family=FAM)
+    assert 'base = ["-O3"] if torch.version.hip else ["-O3", "-arch=sm_80"]\n' in out
+    assert '+ (["-DX"] if torch.version.hip else ["--use_fast_math", "-DX"])})' in out
+    assert 'twice = twice + ["-lineinfo"]' in out  # assigned twice: only reported
+    assert codes(findings(out, "setup.py", family=FAM)) == ["PRT841"]
+    ns: dict = {}
+    for hip in (None, "6.3"):
+        class _V:
+            pass
+
+        class _T:
+            version = _V()
+
+        _T.version.hip = hip
+        body = out.split("\n", 2)[2].split("e = CUDAExtension")[0]
+        exec(compile(body, "setup.py", "exec"), {"torch": _T}, ns)
+        assert ns["base"] == (["-O3"] if hip else ["-O3", "-arch=sm_80"])

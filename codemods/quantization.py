@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from porter.findings import Applicability, Category, Edit
+from porter.findings import Applicability, Category, Edit, Severity
 from porter.framework import Family, PyContext, PyVisitor, rule
 
 from ._quant_common import (
@@ -186,10 +186,18 @@ RULES = (
          explanation="transformers v5 dropped the kwargs (PR #41287, trap 22). porter moves them, and the "
          "bnb options passed beside them, into `quantization_config=BitsAndBytesConfig(...)`: the same "
          "quantization, still on bitsandbytes (exact). `=False` is never reported. Non-literal values, "
-         "calls other than `from_pretrained`, an existing `quantization_config` or `**kwargs` are "
-         "reported without a fix.",
+         "an existing `quantization_config` or `**kwargs` are reported without a fix; calls other than "
+         "`from_pretrained` are PRT424.",
          example="```python\nAutoModel.from_pretrained(name, load_in_8bit=True)\n# becomes\n"
          "AutoModel.from_pretrained(name, quantization_config=BitsAndBytesConfig(load_in_8bit=True))\n```"),
+    rule("PRT424", "bnb-quantization-switch", NAME,
+         "`load_in_8bit=True`/`load_in_4bit=True` outside `from_pretrained` (a kwargs dict, accelerate's "
+         "BnbQuantizationConfig, a project function).",
+         Category.REPLACE, severity=Severity.INFO, effort_hours=0.5,
+         explanation="An audit finding: the switch turns on bitsandbytes quantization somewhere porter cannot "
+         "follow. It needs a ROCm-capable bitsandbytes (>=0.50) or a port to torchao; if the value reaches "
+         "transformers' `from_pretrained`, v5 rejects the kwarg (use `quantization_config=`). `=False` is "
+         "never reported."),
     rule("PRT421", "hf-bitsandbytes-config", NAME,
          "transformers `BitsAndBytesConfig`: 8-bit maps to TorchAoConfig(Int8WeightOnlyConfig()) (approx).",
          Category.REPLACE, fix=Applicability.UNSAFE, effort_hours=1.0,
@@ -570,17 +578,22 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
             isinstance(func, cst.Name) and func.value == "from_pretrained")
         first = on[0] if on else unknown[0]
         kwname = first.keyword.value if first.keyword is not None else "load_in_8bit"
+        if not is_fp:
+            callee = src(self.ctx, func)
+            self._flag(first, "PRT424", f"`{kwname}={src(self.ctx, first.value)}` passed to `{callee}`: a "
+                       "bitsandbytes quantization switch outside from_pretrained; it needs a ROCm-capable "
+                       f"bitsandbytes ({BNB_PIN}) or a port to torchao; if it reaches transformers' "
+                       "from_pretrained, v5 removed it (use quantization_config=BitsAndBytesConfig(...))")
+            return
         problems = []
         if unknown:
             problems.append(f"`{unknown[0].keyword.value if unknown[0].keyword else ''}` is not a literal True/False")
         if len(on) == 2:
             problems.append("both load_in_8bit and load_in_4bit are True (a ValueError in transformers)")
         if "quantization_config" in kw:
-            problems.append("quantization_config is also given")
+            problems.append("quantization_config is also given (drop the redundant kwarg by hand once they agree)")
         if any(a.star == "**" for a in node.args):
             problems.append("**kwargs may already hold quantization_config")
-        if not is_fp:
-            problems.append("the call is not `from_pretrained` (it may be a project function)")
         if problems:
             self._flag(first, "PRT420", f"{kwname}= was removed from from_pretrained in transformers v5; "
                        f"pass quantization_config=BitsAndBytesConfig({kwname}=True); not rewritten because "
@@ -591,25 +604,39 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
         inner = [f"{kwname}=True"] + [f"{a.keyword.value}={src(self.ctx, a.value)}" for a in moved
                                       if a.keyword is not None]
         drop = {id(a) for a in moved} | {id(a) for a in (eight, four) if a is not None and a is not first}
-        new_arg = first.with_changes(keyword=cst.Name("quantization_config"),
-                                     value=cst.parse_expression(f"{cfg}({', '.join(inner)})"))
-        args = [new_arg if a is first else a for a in node.args if id(a) not in drop]
-        if args and node.args and args[-1].comma != node.args[-1].comma:
-            args[-1] = args[-1].with_changes(comma=node.args[-1].comma)
-        replacement = node.with_changes(args=args)
+        # targeted edits keep every other argument (and its layout) byte for byte
+        spans = [self.span(a) for a in node.args]
+        edits: list[Edit] = []
+        i = 0
+        n = len(node.args)
+        while i < n:
+            if id(node.args[i]) not in drop:
+                i += 1
+                continue
+            j = i
+            while j + 1 < n and id(node.args[j + 1]) in drop:
+                j += 1
+            if j + 1 < n:  # a run followed by a kept argument: delete up to that argument
+                edits.append(Edit(spans[i][0], spans[j + 1][0], ""))
+            else:  # a trailing run: delete from the end of the previous argument
+                edits.append(Edit(spans[i - 1][1], spans[j][1], ""))
+            i = j + 1
         moved_note = (" with " + ", ".join(f"`{a.keyword.value}`" for a in moved if a.keyword is not None)
                       + " moved into the config" if moved else "")
-        self.report(node, "PRT420", f"{kwname}=True was removed from from_pretrained in transformers v5 "
+        self.report(first, "PRT420", f"{kwname}=True was removed from from_pretrained in transformers v5 "
                     f"(trap 22) → quantization_config=BitsAndBytesConfig({kwname}=True){moved_note}: the same "
-                    "bitsandbytes quantization (exact)", replacement=replacement, fix=Applicability.SAFE,
-                    add_imports=imports, fix_title="use quantization_config=BitsAndBytesConfig(...)")
+                    "bitsandbytes quantization (exact)",
+                    replacement=f"quantization_config={cfg}({', '.join(inner)})", fix=Applicability.SAFE,
+                    edits=tuple(edits), add_imports=imports,
+                    fix_title="use quantization_config=BitsAndBytesConfig(...)")
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
         key = literal(node.key) if isinstance(node.key, cst.SimpleString) else None
         if key in ("load_in_8bit", "load_in_4bit") and not is_literal(node.value, False):
-            self._flag(node, "PRT420", f"{key!r} in a kwargs dict: transformers v5 removed `{key}=` from "
-                       f"from_pretrained; pass quantization_config=BitsAndBytesConfig({key}=True) instead "
-                       "(not rewritten: porter cannot see where the dict is used)")
+            self._flag(node, "PRT424", f"{key!r} in a kwargs dict: a bitsandbytes quantization switch; "
+                       f"transformers v5 removed `{key}=` from from_pretrained: pass "
+                       f"quantization_config=BitsAndBytesConfig({key}=True) instead (not rewritten: porter "
+                       "cannot see where the dict is used)")
 
     def _bnb_config(self, node: cst.Call) -> None:
         b = bind(node, BNB_CONFIG_PARAMS)

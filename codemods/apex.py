@@ -289,6 +289,7 @@ _NO_EQUIVALENT = {
     "apex.parallel.LARC": "LARC wrapper: port the trust-ratio logic by hand",
 }
 
+_AUTOCAST = re.compile(r"\bautocast\b|is_autocast_enabled|get_autocast_dtype|\bcustom_fwd\b")
 _LOW_PRECISION = re.compile(r"\.half\(\)|\.bfloat16\(\)|torch\.(?:float16|half|bfloat16)\b|opt_level\s*=\s*['\"]O[23]['\"]")
 
 
@@ -315,10 +316,23 @@ class ApexVisitor(PyVisitor):
         }
         m = _LOW_PRECISION.search(ctx.text)
         self._low_precision = ctx.position(m.start())[0] if m else 0
+        m = _AUTOCAST.search(ctx.text)
+        self._autocast = ctx.position(m.start())[0] if m else 0
+
+    def _norm_fix(self, message: str) -> tuple[Applicability, str]:
+        """SAFE, unless this file uses autocast, where the output dtype difference is observable."""
+        if self._autocast:
+            return UNSAFE, (f"{message}; UNSAFE here because this file uses autocast (line {self._autocast}), "
+                            "where the output dtype changes")
+        return SAFE, message
 
     # -- name resolution ------------------------------------------------------------------
     def _resolve(self, expr: cst.BaseExpression) -> tuple[str | None, str | None]:
-        """(qualified name, the binding target its import resolves through)."""
+        """(qualified name, the import target to drop once unused; "" for a gated import).
+
+        An import inside ``try: ... except ImportError`` is also an availability probe (it
+        decides flags such as ``has_apex = True`` in the same block), so it is never removed.
+        """
         text = dotted(expr)
         if text is None:
             return None, None
@@ -329,7 +343,7 @@ class ApexVisitor(PyVisitor):
         if not found:
             return None, None
         qual = self.qualname(expr)
-        return qual, found[0].target
+        return qual, ("" if found[0].gated else found[0].target)
 
     def _torch(self, target: str) -> tuple[str, tuple[str, ...]]:
         """How to spell ``target`` here, and the import to add if none names it."""
@@ -429,9 +443,10 @@ class ApexVisitor(PyVisitor):
                 return
         if qual.startswith("apex.amp."):
             self._mark(func)
-            self.report(node, "PRT334", f"{qual}: apex amp (removed upstream in 25.07) has no torch "
-                        "counterpart for this call; use torch.autocast regions and "
-                        "torch.amp.custom_fwd(cast_inputs=...)", fix=NONE, data={"qualname": qual})
+            advice = _AMP_HELPERS.get(qual.rsplit(".", 1)[1],
+                                      "use torch.autocast regions and torch.amp.custom_fwd(cast_inputs=...)")
+            self.report(node, "PRT334", f"{qual} (apex amp, removed upstream in 25.07) has no torch counterpart: "
+                        f"{advice}", fix=NONE, data={"qualname": qual})
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self._skip.add(id(node.attr))
@@ -445,6 +460,9 @@ class ApexVisitor(PyVisitor):
             return
         qual, _ = self._resolve(node)
         key = _API.get(qual or "")
+        if key is None and qual:
+            self._other_reference(node, qual)
+            return
         if key is None:
             return
         self._mark(node)
@@ -457,6 +475,22 @@ class ApexVisitor(PyVisitor):
         self.report(node, "PRT398", f"{qual} is used without a direct call, so porter cannot bind its "
                     f"arguments; replace it by hand with {what}", fix=NONE, data={"qualname": qual})
 
+    def _other_reference(self, node: cst.Name | cst.Attribute, qual: str) -> None:
+        """Non-call uses of apex amp helpers (decorators) and of APIs without an equivalent."""
+        if qual.startswith("apex.amp."):
+            self._mark(node)
+            name = qual.rsplit(".", 1)[1]
+            advice = _AMP_HELPERS.get(name, "use torch.autocast regions and torch.amp.custom_fwd(cast_inputs=...)")
+            self.report(node, "PRT334", f"{qual} (apex amp, removed upstream in 25.07) has no torch counterpart: "
+                        f"{advice}", fix=NONE, data={"qualname": qual})
+            return
+        for prefix, why in _NO_EQUIVALENT.items():
+            if qual.startswith(prefix + "."):
+                self._mark(node)
+                self.report(node, "PRT390", f"{qual} has no portable 1:1 replacement: {why}", fix=NONE,
+                            data={"qualname": qual})
+                return
+
     # -- dispatch ---------------------------------------------------------------------------
     def _dispatch(self, key: str, node: cst.Call, qual: str, via: str) -> None:
         handler: Callable[[cst.Call, str], _Rewrite | str] | None = getattr(self, f"_rw_{_ident(key)}", None)
@@ -468,7 +502,7 @@ class ApexVisitor(PyVisitor):
             self.report(node, code, result, fix=NONE, data={"qualname": qual})
             return
         self.report(node, result.code, result.message, replacement=result.replacement, fix=result.fix,
-                    fix_title=result.title, remove_imports=(via,), add_imports=self._adds,
+                    fix_title=result.title, remove_imports=(via,) if via else (), add_imports=self._adds,
                     data={"qualname": qual})
 
     _adds: tuple[str, ...] = ()
@@ -670,9 +704,8 @@ class ApexVisitor(PyVisitor):
                             "gives bf16); cast the output to the weight dtype where that matters",
                             f"use torch.nn.{cls}")
         extra = " with eps=1e-5 written out (torch's default is finfo(float32).eps)" if write_eps else ""
-        return _Rewrite(code, self._render(new), SAFE,
-                        f"apex {qual.rsplit('.', 1)[1]} → torch.nn.{cls}{extra}; note: {_AUTOCAST_NOTE}",
-                        f"use torch.nn.{cls}")
+        fix, msg = self._norm_fix(f"apex {qual.rsplit('.', 1)[1]} → torch.nn.{cls}{extra}; note: {_AUTOCAST_NOTE}")
+        return _Rewrite(code, self._render(new), fix, msg, f"use torch.nn.{cls}")
 
     def _rw_FusedLayerNorm(self, node: cst.Call, qual: str) -> _Rewrite | str:
         return self._norm_module(node, qual, "torch.nn.LayerNorm", "PRT310", mixed=False, write_eps=False)
@@ -713,11 +746,11 @@ class ApexVisitor(PyVisitor):
                 return (f"{qual} not rewritten: the output must be cast to the weight's dtype and "
                         f"`{self.code(weight)}` would be evaluated twice")
             new = f"{new}.to({atom(self._src(weight), weight)}.dtype)"
-        return _Rewrite("PRT313", new, SAFE,
-                        f"apex {fn} → {target.rsplit('.', 1)[1]}: arguments bound by apex's order "
-                        "(weight before normalized_shape), eps written out (apex's functional default is "
-                        f"1e-6){'; output cast to the weight dtype as apex does' if mixed else ''}; note: "
-                        f"{_AUTOCAST_NOTE}", f"use torch.nn.functional.{target.rsplit('.', 1)[1]}")
+        fix, msg = self._norm_fix(
+            f"apex {fn} → {target.rsplit('.', 1)[1]}: arguments bound by apex's order (weight before "
+            "normalized_shape), eps written out (apex's functional default is "
+            f"1e-6){'; output cast to the weight dtype as apex does' if mixed else ''}; note: {_AUTOCAST_NOTE}")
+        return _Rewrite("PRT313", new, fix, msg, f"use torch.nn.functional.{target.rsplit('.', 1)[1]}")
 
     def _rw_fused_layer_norm_affine(self, node: cst.Call, qual: str) -> _Rewrite | str:
         return self._functional(node, qual, ("input", "weight", "bias", "normalized_shape"),
@@ -967,8 +1000,8 @@ class ApexVisitor(PyVisitor):
             return f"{qual} not rewritten: no hidden_size"
         args = self._args(b, {"hidden_size": "normalized_shape", "eps": "eps"}, positional=("hidden_size",))
         new = rebuild(node, self._callee("torch.nn.LayerNorm"), args)
-        return _Rewrite("PRT352", self._render(new), SAFE,
-                        "apex FastLayerNorm → torch.nn.LayerNorm (same parameters and eps)", "use torch.nn.LayerNorm")
+        fix, msg = self._norm_fix("apex FastLayerNorm → torch.nn.LayerNorm (same parameters and eps)")
+        return _Rewrite("PRT352", self._render(new), fix, msg, "use torch.nn.LayerNorm")
 
     def _rw_GroupNorm(self, node: cst.Call, qual: str) -> _Rewrite | str:
         self._begin()
@@ -995,6 +1028,19 @@ _AMP_CHECKLIST = (
     "clipping; (5) replace `opt.step()` by `scaler.step(opt); scaler.update()`; (6) save/load "
     "`scaler.state_dict()` instead of `amp.state_dict()`"
 )
+
+_AMP_HELPERS = {
+    "float_function": "run it with autocast disabled on float32 inputs (`with torch.autocast(\"cuda\", "
+                      "enabled=False):` and `.float()`; for an autograd Function "
+                      "`@torch.amp.custom_fwd(device_type=\"cuda\", cast_inputs=torch.float32)`)",
+    "half_function": "autocast already runs matmuls/convolutions in fp16; otherwise cast the inputs with "
+                     "`torch.amp.custom_fwd(device_type=\"cuda\", cast_inputs=torch.float16)`",
+    "bfloat16_function": "cast the inputs with `torch.amp.custom_fwd(device_type=\"cuda\", "
+                         "cast_inputs=torch.bfloat16)`",
+    "promote_function": "torch.autocast promotes mixed-dtype inputs of its promote-list ops itself; cast "
+                        "explicitly elsewhere",
+    "disable_casts": "use `with torch.autocast(\"cuda\", enabled=False):`",
+}
 
 _FLAG_CODE = {
     "FusedAdam": "PRT300", "FusedSGD": "PRT301", "FusedAdagrad": "PRT302", "FusedLAMB": "PRT303",

@@ -359,8 +359,9 @@ class DeviceAuditVisitor(PyVisitor):
             self._cuda_home(node)
 
     def _cuda_home(self, node: cst.CSTNode) -> None:
+        # generic: the build family's finding on the same expression (setup.py) supersedes it
         self.report(node, "PRT047", "torch.utils.cpp_extension.CUDA_HOME is None on ROCm; use ROCM_HOME "
-                    "when torch.version.hip is set", fix=Applicability.NONE)
+                    "when torch.version.hip is set", fix=Applicability.NONE, generic=True)
 
     def _torch_cuda(self, node: cst.CSTNode, qual: str) -> None:
         if id(node) in self._amp_handled:
@@ -471,8 +472,9 @@ class DeviceAuditVisitor(PyVisitor):
             self._env_report(expr, value, how)
 
     def _env_report(self, node: cst.CSTNode, var: str, how: str) -> None:
+        # generic: a more specific finding (build family, setup.py) on the same node supersedes it
         self.report(node, ENV_VARS[var], f"{var} {how} from Python: {_ENV_ADVICE[var]}",
-                    fix=Applicability.NONE, data={"variable": var})
+                    fix=Applicability.NONE, data={"variable": var}, generic=var != "CUDA_VISIBLE_DEVICES")
 
     # -- torch.cuda.amp rewrites ------------------------------------------------------------
     def visit_Decorator(self, node: cst.Decorator) -> None:

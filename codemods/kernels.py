@@ -80,6 +80,11 @@ RULES = (
          Category.REPLACE, severity=Severity.WARNING, effort_hours=4.0,
          explanation="PyCUDA does not support ROCm. Move the kernel to a `load_inline` extension "
          "(hipified on ROCm), Triton or PyTorch."),
+    rule("PRT879", "cute-dsl-kernel", NAME,
+         "A CUTLASS CuTe DSL kernel in Python (`@cute.kernel`/`@cute.jit`).",
+         Category.REPLACE, severity=Severity.WARNING, effort_hours=8.0,
+         explanation="The CuTe Python DSL (nvidia-cutlass-dsl) compiles to NVIDIA GPUs only. Rewrite the "
+         "kernel in Triton or PyTorch, or keep a PyTorch fallback path for ROCm."),
     rule("PRT870", "cuda-source-file", NAME,
          "A CUDA source file (`.cu`/`.cuh`): per-file HIPify, build and test cost.",
          Category.REPLACE, severity=Severity.WARNING, effort_hours=FILE_HOURS,
@@ -275,6 +280,10 @@ class KernelsVisitor(PyVisitor):
             elif qual in {"numba.cuda.jit"}:
                 self.report(node.name, "PRT868", f"Numba CUDA kernel {node.name.value}: no AMD target; "
                             "rewrite in Triton or PyTorch", fix=Applicability.NONE)
+            elif qual in {"cutlass.cute.kernel", "cutlass.cute.jit"}:
+                self.report(node.name, "PRT879", f"CuTe DSL kernel {node.name.value} ({qual}): NVIDIA-only; "
+                            "rewrite in Triton or PyTorch", fix=Applicability.NONE)
+                break
             elif qual in {"cupyx.jit.rawkernel"}:
                 self.report(node.name, "PRT863", f"CuPy JIT kernel {node.name.value}: check it on CuPy's "
                             "ROCm build", fix=Applicability.NONE)
@@ -442,7 +451,7 @@ FAMILY = Family(
     title="Custom kernels: CUDA sources, extensions, Triton, CuPy, Numba",
     order=88,
     rules=RULES,
-    tokens=("load_inline", "cpp_extension", "CUDAExtension", "triton", "cupy", "numba", "pycuda",
+    tokens=("load_inline", "cpp_extension", "cute.", "CUDAExtension", "triton", "cupy", "numba", "pycuda",
             "__global__", "__device__", "asm", "cutlass", "cute", "cub", "thrust", "wmma", "mma.h",
             "cooperative_groups", "cublas", "curand", "cusparse", "cufft", "cusolver", "nvrtc", "nccl.h",
             "cudnn", "cuda", "CUDA", "<<<", "threadIdx", "blockIdx"),

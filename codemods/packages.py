@@ -57,6 +57,9 @@ PACKAGES: tuple[Package, ...] = (
             "PyCUDA has no ROCm support: use torch tensors and streams, or hip-python"),
     Package("tensorrt", "tensorrt", "PRT025", "tensorrt-import", Category.REPLACE,
             "TensorRT is NVIDIA-only: use torch.compile, ONNX Runtime (MIGraphX/ROCm providers) or MIGraphX"),
+    Package("cutlass", "nvidia-cutlass-dsl", "PRT027", "cutlass-python-import", Category.REPLACE,
+            "CUTLASS's Python DSL/interface targets NVIDIA GPUs only: keep a Triton or PyTorch path for ROCm "
+            "(kernels are reported by the kernels family)", use_effort=0.0),
     Package("cuda.bindings", "cuda-python", "PRT026", "cuda-python-import", Category.REPLACE,
             "NVIDIA's cuda-python bindings: use hip-python (`from hip import hip, hiprtc`) or torch.cuda APIs"),
 )
@@ -459,8 +462,9 @@ class PackagesVisitor(PyVisitor):
                 reason = "imported by a package __init__.py"
             else:
                 for alias in _aliases(b.statement):
+                    # PEP 484's explicit re-export: `import x as x`, `from m import x as x`
                     if alias.asname is not None and isinstance(alias.asname.name, cst.Name) and \
-                            alias.asname.name.value == b.local and (dotted(alias.name) or "").split(".")[-1] == b.local:
+                            alias.asname.name.value == b.local == (dotted(alias.name) or ""):
                         reason = "`import x as x` re-export idiom"
             if reason:
                 self.report(b.statement, "PRT022", f"re-export of {b.target} ({pkg.dist}) from this module: "
@@ -504,7 +508,7 @@ FAMILY = Family(
     tokens=("flash_attn", "xformers", "apex", "bitsandbytes", "transformer_engine", "pynvml",
             "flash_attention_2", "dali", "cupy", "pycuda", "tensorrt", "cuda", "amp_C", "syncbn",
             "fast_layer_norm", "dropout_layer_norm", "fused_dense_lib", "rotary_emb", "ft_attention", "_lib", "flash-attn", "transformer-engine",
-            "nvidia-ml-py", "_available"),
+            "nvidia-ml-py", "_available", "cutlass"),
     python=PackagesVisitor,
     description="Switches Hugging Face models from the flash-attn implementation to `\"sdpa\"`, "
     "which runs on NVIDIA and AMD through PyTorch's own kernels.",

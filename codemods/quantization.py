@@ -98,6 +98,12 @@ REMOVED_FACTORIES = {  # torchao snake_case factories removed before 0.18 (trap 
     "float8_weight_only": "Float8WeightOnlyConfig",
     "float8_dynamic_activation_float8_weight": "Float8DynamicActivationFloat8WeightConfig",
 }
+HF_BNB_OPTIMS = {  # transformers TrainingArguments(optim=...) names backed by bitsandbytes
+    "adamw_bnb_8bit": "adamw_torch_8bit", "adamw_8bit": "adamw_torch_8bit", "paged_adamw_8bit": "adamw_torch_8bit",
+    "paged_adamw_32bit": "adamw_torch", "lion_8bit": None, "lion_32bit": None, "paged_lion_8bit": None,
+    "paged_lion_32bit": None, "ademamix_8bit": None, "paged_ademamix_8bit": None, "paged_ademamix_32bit": None,
+    "rmsprop_bnb": None, "rmsprop_bnb_8bit": None, "rmsprop_bnb_32bit": None,
+}
 LOW_BIT_OPTIM = {"Adam8bit", "Adam4bit", "AdamFp8", "AdamW8bit", "AdamW4bit", "AdamWFp8",
                  "CPUOffloadOptimizer"}
 
@@ -198,6 +204,15 @@ RULES = (
          "follow. It needs a ROCm-capable bitsandbytes (>=0.50) or a port to torchao; if the value reaches "
          "transformers' `from_pretrained`, v5 rejects the kwarg (use `quantization_config=`). `=False` is "
          "never reported."),
+    rule("PRT425", "hf-trainer-bnb-optimizer", NAME,
+         "A transformers Trainer optimizer name backed by bitsandbytes (`optim=\"paged_adamw_8bit\"`...).",
+         Category.REPLACE, fix=Applicability.UNSAFE, effort_hours=0.25,
+         explanation="transformers builds these optimizers from bitsandbytes. The 8-bit AdamW names map to "
+         "`\"adamw_torch_8bit\"` (torchao's AdamW8bit: a different 8-bit implementation, see PRT401) and "
+         "`\"paged_adamw_32bit\"` to `\"adamw_torch\"` (the same algorithm with fp32 state in the parameter "
+         "dtype; with weight decay bnb's GPU kernel decays after the update, see PRT400): unsafe fixes, "
+         "applied only where the string is the value of `optim=` or the default of an `optim` field/option. "
+         "Lion, AdEMAMix and bnb RMSprop have no torch equivalent: keep bitsandbytes>=0.50."),
     rule("PRT421", "hf-bitsandbytes-config", NAME,
          "transformers `BitsAndBytesConfig`: 8-bit maps to TorchAoConfig(Int8WeightOnlyConfig()) (approx).",
          Category.REPLACE, fix=Applicability.UNSAFE, effort_hours=1.0,
@@ -240,6 +255,7 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
         StatementTracker.__init__(self)
         self.strategy = _strategy(ctx)
         self.pin = ctx.facts.pin("bitsandbytes")
+        self._optim_seen: set[int] = set()
 
     # -- statement context ------------------------------------------------------------------
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
@@ -260,6 +276,7 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
 
     # -- dispatch ---------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
+        self._hf_optim_names(node)
         qual = self.qualname(node.func)
         name = _bnb_name(qual, "bitsandbytes.optim")
         if name is not None:
@@ -630,6 +647,46 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
                     edits=tuple(edits), add_imports=imports,
                     fix_title="use quantization_config=BitsAndBytesConfig(...)")
 
+    def _hf_optim_names(self, node: cst.Call) -> None:
+        """`optim="paged_adamw_8bit"` and `optim: str = field(default="paged_adamw_32bit")`."""
+        site = self.assign_sites.get(id(node))
+        target = src(self.ctx, site.target).rsplit(".", 1)[-1] if site is not None else ""
+        option = any(isinstance(a.value, cst.SimpleString) and "optim" in str(literal(a.value))
+                     for a in node.args if a.keyword is None)
+        if any(a.keyword is not None and a.keyword.value == "choices" for a in node.args):
+            option = False  # a changed default would fall outside the declared choices
+        for arg in node.args:
+            if arg.keyword is None or not isinstance(arg.value, cst.SimpleString):
+                continue
+            name = arg.keyword.value
+            if name == "optim" or (name == "default" and (target == "optim" or option)):
+                self._hf_optim(arg.value, fixable=True)
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        if id(node) not in self._optim_seen and literal(node) in HF_BNB_OPTIMS:
+            self._hf_optim(node, fixable=False)
+
+    def _hf_optim(self, node: cst.SimpleString, *, fixable: bool) -> None:
+        self._optim_seen.add(id(node))
+        name = literal(node)
+        if name not in HF_BNB_OPTIMS:
+            return
+        target = HF_BNB_OPTIMS[name]
+        base = f"transformers optimizer {name!r} is built from bitsandbytes"
+        if target is None or self.strategy == "bitsandbytes-rocm" or not fixable:
+            why = ("no torch equivalent" if target is None else
+                   "strategy bitsandbytes-rocm" if self.strategy == "bitsandbytes-rocm" else
+                   f"the string is not the value of optim= (the portable name is {target!r})")
+            self._flag(node, "PRT425", f"{base}: {why}; {self._rocm()}")
+            return
+        diff = ("torchao's AdamW8bit: 8-bit blockwise moments with its own rounding, updates differ by the "
+                "8-bit state quantization error; needs torchao" if target == "adamw_torch_8bit" else
+                "torch AdamW with state in the parameter dtype (bnb: fp32 state); with weight decay bnb's GPU "
+                "kernel decays after the update, a difference of lr*wd*update per step")
+        self.report(node, "PRT425", f"{base} → {target!r} (approximation): {diff}",
+                    replacement=f"{node.prefix}{node.quote}{target}{node.quote}", fix=Applicability.UNSAFE,
+                    fix_title=f"use optim={target!r}")
+
     def visit_DictElement(self, node: cst.DictElement) -> None:
         key = literal(node.key) if isinstance(node.key, cst.SimpleString) else None
         if key in ("load_in_8bit", "load_in_4bit") and not is_literal(node.value, False):
@@ -723,7 +780,7 @@ FAMILY = Family(
     order=40,
     rules=RULES,
     tokens=("bitsandbytes", "load_in_8bit", "load_in_4bit", "BitsAndBytesConfig", "TorchAoConfig",
-            "low_bit_optim", "weight_only", "float8_dynamic"),
+            "low_bit_optim", "weight_only", "float8_dynamic", "_8bit", "_32bit", "rmsprop_bnb"),
     python=QuantizationVisitor,
     description="Replaces bitsandbytes' 32-bit Adam optimizers with torch.optim (bnb's decoupled weight "
     "decay preserved), moves transformers' removed `load_in_8bit=`/`load_in_4bit=` kwargs into "

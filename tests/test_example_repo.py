@@ -47,7 +47,7 @@ _DRIVER = textwrap.dedent(
     repo, use_doubles, out_path, train_steps = sys.argv[1], sys.argv[2] == "1", sys.argv[3], int(sys.argv[4])
     blocked = set(sys.argv[5].split(","))
     config = eval(sys.argv[6])
-    prompt_len, decode_steps = int(sys.argv[7]), int(sys.argv[8])
+    prompt_len, decode_steps, use_flash = int(sys.argv[7]), int(sys.argv[8]), sys.argv[9] == "1"
 
     class _Block(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
@@ -69,23 +69,21 @@ _DRIVER = textwrap.dedent(
     out = {}
     g = torch.Generator().manual_seed(99)
     tokens = torch.randint(0, config["vocab_size"], (2, prompt_len + decode_steps), generator=g)
-    for prefix, use_flash in (("", True), ("xformers/", False)):
-        torch.manual_seed(1234)
-        model = GPT(GPTConfig(use_flash=use_flash, **config)).eval()
-        with torch.no_grad():
-            out[prefix + "full"] = model(tokens)[0]
-            cache = model.new_kv_cache(2, max_len=prompt_len + decode_steps)
-            out[prefix + "prefill"] = model(tokens[:, :prompt_len], kv_cache=cache, start_pos=0)[0]
-            for i in range(decode_steps):
-                pos = prompt_len + i
-                step = model(tokens[:, pos:pos + 1], kv_cache=cache, start_pos=pos)[0]
-                out[prefix + f"decode_{i}"] = step[:, 0]
+    torch.manual_seed(1234)
+    model = GPT(GPTConfig(use_flash=use_flash, **config)).eval()
+    with torch.no_grad():
+        out["full"] = model(tokens)[0]
+        cache = model.new_kv_cache(2, max_len=prompt_len + decode_steps)
+        out["prefill"] = model(tokens[:, :prompt_len], kv_cache=cache, start_pos=0)[0]
+        for i in range(decode_steps):
+            pos = prompt_len + i
+            out[f"decode_{i}"] = model(tokens[:, pos:pos + 1], kv_cache=cache, start_pos=pos)[0][:, 0]
 
     if train_steps:
         import train
 
         torch.manual_seed(4321)
-        model = GPT(GPTConfig(use_flash=True, **config)).train()
+        model = GPT(GPTConfig(use_flash=use_flash, **config)).train()
         args = train.get_args(["--lr", "3e-3"])
         optimizer = train.build_optimizer(model, args)
         x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
@@ -106,15 +104,15 @@ def _clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_model_outputs(repo_dir: str | os.PathLike[str], use_doubles: bool, *, train_steps: int = 0,
-                      timeout: float = 120.0) -> dict[str, torch.Tensor]:
+def run_model_outputs(repo_dir: str | os.PathLike[str], use_doubles: bool, *, use_flash: bool = True,
+                      train_steps: int = 0, timeout: float = 120.0) -> dict[str, torch.Tensor]:
     """Prefill and decode logits of the example's tiny GPT, loaded from ``repo_dir``.
 
     Runs in a fresh interpreter with ``repo_dir`` first on ``sys.path`` and a fixed seed. With
     ``use_doubles`` the repo's ``tests/doubles`` stand in for the CUDA-only packages; without,
     importing any of :data:`CUDA_ONLY_MODULES` raises ``ModuleNotFoundError`` (a plain-torch run,
-    as on a ROCm machine). Keys (each for the flash-attn path, and again prefixed ``xformers/``
-    for the model built with ``use_flash=False``):
+    as on a ROCm machine). ``use_flash`` is the model config switch: True takes the flash-attn
+    branch of ``CausalSelfAttention.forward``, False the xformers fallback. Keys:
 
     - ``full``: (2, PROMPT_LEN + DECODE_STEPS, vocab) logits of one uncached forward;
     - ``prefill``: (2, PROMPT_LEN, vocab) logits of the prompt written into a fresh KV cache;
@@ -132,7 +130,7 @@ def run_model_outputs(repo_dir: str | os.PathLike[str], use_doubles: bool, *, tr
         out_path = Path(tmp) / "outputs.pt"
         cmd = [sys.executable, str(driver), str(repo), "1" if use_doubles else "0", str(out_path),
                str(train_steps), ",".join(CUDA_ONLY_MODULES), repr(TINY_CONFIG), str(PROMPT_LEN),
-               str(DECODE_STEPS)]
+               str(DECODE_STEPS), "1" if use_flash else "0"]
         proc = subprocess.run(cmd, cwd=str(repo), env=_clean_env(TMPDIR=tmp), capture_output=True, text=True,
                               timeout=timeout)
         if proc.returncode != 0:
@@ -157,13 +155,15 @@ def test_original_runs_with_doubles(tmp_path: Path) -> None:
 
 def test_model_outputs_with_doubles_are_self_consistent() -> None:
     out = run_model_outputs(EXAMPLE, use_doubles=True, train_steps=2)
-    for prefix in ("", "xformers/"):
-        full = out[prefix + "full"]
+    xformers = run_model_outputs(EXAMPLE, use_doubles=True, use_flash=False)
+    for run in (out, xformers):
+        full = run["full"]
         assert full.shape == (2, PROMPT_LEN + DECODE_STEPS, TINY_CONFIG["vocab_size"])
-        torch.testing.assert_close(out[prefix + "prefill"], full[:, :PROMPT_LEN], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(run["prefill"], full[:, :PROMPT_LEN], rtol=1e-5, atol=1e-5)
         for i in range(DECODE_STEPS):
-            torch.testing.assert_close(out[prefix + f"decode_{i}"], full[:, PROMPT_LEN + i], rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(out["xformers/full"], out["full"], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(run[f"decode_{i}"], full[:, PROMPT_LEN + i], rtol=1e-5, atol=1e-5)
+    for key in xformers:
+        torch.testing.assert_close(xformers[key], out[key], rtol=1e-5, atol=1e-5)
     losses = out["train/losses"]
     assert losses.shape == (2,) and torch.isfinite(losses).all() and losses[1] < losses[0]
 

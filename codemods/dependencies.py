@@ -375,6 +375,7 @@ def check_requirements(ctx: FileContext) -> Iterator[Finding]:
     torch_line = None
     has_torchao = False
     produced: set[str] = {ln.value.rstrip("/") for ln in lines if ln.option and "/rocm" in ln.value}
+    frozen = looks_frozen(lines)
     for ln in lines:
         if ln.option in ("-i", "--index-url", "--extra-index-url", "-f", "--find-links"):
             for f in _index_option(ctx, ln, version):
@@ -398,6 +399,10 @@ def check_requirements(ctx: FileContext) -> Iterator[Finding]:
         if name == "torchao":
             has_torchao = True
         for a in assess(ln.requirement, raw, ctx):
+            if a.kind == "drop" and a.fix == SAFE and frozen:
+                a.fix = UNSAFE
+                a.message += (" (unsafe: the file looks like a pip freeze, so another pinned package may "
+                              "depend on it)")
             if a.kind == "drop":
                 edit = (ln.start, ln.end, "")
             elif a.kind == "replace":
@@ -418,6 +423,17 @@ def check_requirements(ctx: FileContext) -> Iterator[Finding]:
                           torch_line.req_start, torch_line.req_end)
     if torch_line is not None and not has_torchao and _needs_torchao(ctx):
         yield _torchao_after_line(ctx, torch_line.end, torch_line.req_start, torch_line.req_end, "")
+
+
+def looks_frozen(lines: list) -> bool:
+    """A pip-freeze style file: many requirements, nearly all pinned with ``==``.
+
+    Dropping a package from a freeze is not exact: it may be a dependency of another pinned
+    package, which would pull it back at another version.
+    """
+    reqs = [ln.requirement for ln in lines if ln.requirement is not None]
+    pinned = [r for r in reqs if any(s.operator in ("==", "===") for s in r.specifier) or r.url]
+    return len(reqs) >= 20 and len(pinned) >= 0.9 * len(reqs)
 
 
 def _torchao_after_line(ctx: FileContext, insert_at: int, start: int, end: int, indent: str) -> Finding:

@@ -82,6 +82,8 @@ RETUNE = {
     "NCCL_CUMEM_ENABLE": "cuMem VMM; RCCL's default and requirements differ, re-check",
     "NCCL_NET_PLUGIN": "network plugins are built per library: use the RCCL build (e.g. aws-ofi-rccl), not the "
     "NCCL one",
+    "NCCL_TUNER_PLUGIN": "tuner plugins are built against NCCL and tuned for NVIDIA; RCCL needs its own",
+    "NCCL_TUNER_CONFIG_PATH": "tuner configurations were tuned for NVIDIA; RCCL needs its own",
 }
 
 # NVIDIA-only features: no effect on RCCL.
@@ -121,6 +123,9 @@ RULES = (
          "variable exists in every release."),
 )
 
+# Cloud network plugins that exist only for NVIDIA GPUs
+NVIDIA_NET_PLUGINS = ("NCCL_FASTRAK_", "NCCL_GPUDIRECTTCPX_", "NCCL_SHIMNET_", "NCCL_TCPX_")
+
 _VAR = re.compile(r"^NCCL_[A-Z0-9_]+$")
 
 
@@ -135,6 +140,9 @@ def classify(var: str) -> tuple[str, str]:
     for prefix, table in (("NCCL_NVLS_", NVIDIA_ONLY), ("NCCL_COLLNET_", NVIDIA_ONLY)):
         if var.startswith(prefix):
             return "PRT762", next(iter(v for k, v in table.items() if k.startswith(prefix)))
+    if var.startswith(NVIDIA_NET_PLUGINS) or var == "NCCL_USE_SNAP":
+        return "PRT762", ("setting of an NVIDIA-only network plugin (GPUDirect-TCPX/TCPXO 'FasTrak' on Google "
+                          "Cloud A3 VMs); AMD clusters use RCCL's own network plugins")
     if var.startswith("NCCL_IB_"):
         return "PRT761", "InfiniBand tuning; re-check on the AMD cluster's fabric"
     return "PRT763", "no RCCL note for this variable; check the RCCL environment-variable reference"

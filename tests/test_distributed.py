@@ -51,3 +51,9 @@ def test_nothing_is_rewritten() -> None:
     src = "export NCCL_P2P_LEVEL=NVL\n"
     assert codes(findings(src, "run.sh", family=FAM)) == ["PRT761"]
     assert fixed(src, "run.sh", family=FAM, unsafe=True) == src
+
+
+@pytest.mark.parametrize("var", ["NCCL_FASTRAK_IFNAME", "NCCL_GPUDIRECTTCPX_FORCE_ACK", "NCCL_SHIMNET_SHIM_LAYERS",
+                                 "NCCL_USE_SNAP"])
+def test_nvidia_cloud_plugins(var: str) -> None:
+    assert classify(var)[0] == "PRT762"

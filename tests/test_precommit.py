@@ -22,6 +22,7 @@ import hashlib
 import importlib.util
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -66,6 +67,12 @@ def _precommit_cmd() -> list[str]:
     if exe is None:
         pytest.skip("pre-commit is not installed")
     return [exe]
+
+
+def _precommit_version(cmd: list[str]) -> tuple[int, ...]:
+    out = subprocess.run([*cmd, "--version"], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"(\d+)\.(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
 def _require_git() -> str:
@@ -210,7 +217,7 @@ def build_wheelhouse(out_dir: Path) -> list[Path]:
 
 
 def test_manifest_follows_pre_commit_conventions() -> None:
-    from pre_commit.clientlib import load_manifest
+    load_manifest = pytest.importorskip("pre_commit.clientlib").load_manifest
 
     hooks = {h["id"]: h for h in load_manifest(str(MANIFEST))}
     assert set(hooks) == {"porter-check", "porter-fix"}
@@ -223,7 +230,8 @@ def test_manifest_follows_pre_commit_conventions() -> None:
 
 
 def test_manifest_selects_what_porter_analyses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pre_commit.commands.run import Classifier, filter_by_include_exclude
+    run_mod = pytest.importorskip("pre_commit.commands.run")
+    Classifier, filter_by_include_exclude = run_mod.Classifier, run_mod.filter_by_include_exclude
 
     from porter import languages
 
@@ -248,13 +256,12 @@ def test_local_hooks(tmp_path: Path) -> None:
     cmd = _precommit_cmd()
     env = _base_env(tmp_path)
     repo = _target_repo(tmp_path, env)
-    from pre_commit.constants import VERSION
-
-    language = "unsupported" if tuple(int(p) for p in VERSION.split(".")[:2]) >= (4, 4) else "system"
+    # `system` was renamed `unsupported` in pre-commit 4.4
+    language = "unsupported" if _precommit_version(cmd) >= (4, 4) else "system"
     local = []
     for hook in _hooks().values():
         local.append({key: hook[key] for key in ("id", "name", "files", "types", "require_serial")}
-                     | {"entry": f"{porter} {hook['entry'].split(' ', 1)[1]}", "language": language})
+                     | {"entry": f"{shlex.quote(porter)} {hook['entry'].split(' ', 1)[1]}", "language": language})
     (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump({"repos": [{"repo": "local", "hooks": local}]}))
 
     check = _run([*cmd, "run", "porter-check"], repo, env)

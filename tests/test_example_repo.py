@@ -216,11 +216,7 @@ LOCK_IN = {
         "threadIdx.x & 31",
         "threadIdx.x / 32",
         "blockDim.x / WARP_SIZE",
-        # look-alikes (not warp hazards)
-        "#define TILE_DIM 32",
-        "#define HEAD_DIM_SMALL 32",
-        "struct alignas(32) SoftmaxParams",
-        "seed & 0xffffffffull",
+        "if (warp == 0) val = warp_reduce_sum(val);",  # shuffle under a lane-dependent branch
     ],
     "kernels/fused_softmax.cu": [
         "const unsigned any_valid = __ballot_sync(0xffffffff, limit >= lane);",
@@ -228,8 +224,6 @@ LOCK_IN = {
         "__shfl_sync(0xffffffff, s, 0)",
         "c += WARP_SIZE",
         "kThreadsPerBlock / 32",
-        "__shared__ float tile[TILE_DIM][TILE_DIM + 1];",
-        "rotary_kernel<HEAD_DIM_SMALL>",
     ],
     "setup.py": ["CUDAExtension(", '"arch=compute_80,code=sm_80"', '"--use_fast_math"'],
     "requirements.txt": [
@@ -245,6 +239,42 @@ LOCK_IN = {
     "Dockerfile": ["FROM nvcr.io/nvidia/pytorch:23.10-py3", "TORCH_CUDA_ARCH_LIST"],
     "scripts/launch.sh": ["NCCL_IB_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SOCKET_IFNAME", "docker run --rm --gpus all"],
 }
+
+
+# Literals that look like warp sizes but are not (spec/cuda-warp-size.md, "False-positive traps"):
+# the warp-size family must report nothing on the lines holding these fragments.
+WARP_LOOK_ALIKES = {
+    "kernels/fused_softmax.cuh": [
+        "#define TILE_DIM 32",  # transpose tile edge
+        "#define HEAD_DIM_SMALL 32",  # model head dim
+        "struct alignas(32) SoftmaxParams",  # alignment in bytes
+        "static_cast<uint32_t>(seed & 0xffffffffull)",  # low half of a 64-bit seed
+        "static_cast<uint32_t>(seed >> 32)",  # high half of a 64-bit seed
+    ],
+    "kernels/fused_softmax.cu": [
+        "__shared__ float tile[TILE_DIM][TILE_DIM + 1];",  # bank-conflict padding
+        "const dim3 block(TILE_DIM, BLOCK_ROWS);",  # blockDim (32, 8), no warp intrinsics
+        "const dim3 block(32, heads);",  # head_dim 64 / 2 threads, no warp intrinsics
+        "rotary_kernel<HEAD_DIM_SMALL>",  # head-dim template instantiation
+        "static_cast<int64_t>(row) * p.cols",  # 64-bit offsets
+    ],
+}
+
+
+def fragment_lines(relpath: str, fragments: list[str]) -> dict[str, int]:
+    """1-based line of each fragment in the example file (for line-level expectations)."""
+    lines = (EXAMPLE / relpath).read_text(encoding="utf-8").splitlines()
+    found = {}
+    for frag in fragments:
+        hits = [i for i, line in enumerate(lines, 1) if frag in line]
+        assert hits, f"{relpath}: {frag!r} not found"
+        found[frag] = hits[0]
+    return found
+
+
+@pytest.mark.parametrize("relpath", sorted(WARP_LOOK_ALIKES))
+def test_example_keeps_its_look_alikes(relpath: str) -> None:
+    assert len(fragment_lines(relpath, WARP_LOOK_ALIKES[relpath])) == len(WARP_LOOK_ALIKES[relpath])
 
 
 @pytest.mark.parametrize("relpath", sorted(LOCK_IN))

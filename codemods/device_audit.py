@@ -15,11 +15,13 @@ Vendor and capability checks (``get_device_capability``, ``get_device_name``,
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Iterator
 
 import libcst as cst
 
-from porter.findings import Applicability, Category, Severity
-from porter.framework import Family, PyContext, PyVisitor, rule
+from porter.findings import Applicability, Category, Finding, Severity
+from porter.framework import Family, FileContext, PyContext, PyVisitor, rule
 
 NAME = "device_audit"
 
@@ -534,6 +536,76 @@ class DeviceAuditVisitor(PyVisitor):
                     add_imports=adds, remove_imports=(qual,))
 
 
+# -- shell scripts --------------------------------------------------------------------------------
+
+_SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", "{", "}", "do", "then", "else", "\n"}
+_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
+
+
+def _logical_lines(text: str) -> Iterator[tuple[str, list[tuple[int, int]]]]:
+    """Logical lines (backslash-newline continuations joined) with a map of
+    (index in the joined line, offset in the text) for each physical piece."""
+    offset = 0
+    buf = ""
+    pieces: list[tuple[int, int]] = []
+    for raw in text.splitlines(keepends=True):
+        body = raw.rstrip("\r\n")
+        pieces.append((len(buf), offset))
+        offset += len(raw)
+        if body.endswith("\\"):
+            buf += body[:-1] + " "
+            continue
+        yield buf + body, pieces
+        buf, pieces = "", []
+    if pieces:
+        yield buf, pieces
+
+
+def _text_offset(pieces: list[tuple[int, int]], col: int) -> int:
+    joined, raw = max((p for p in pieces if p[0] <= col), key=lambda p: p[0])
+    return raw + col - joined
+
+
+_SHELL_PREFIXES = {"export", "env", "declare", "local", "readonly"}
+
+
+def check_shell(ctx: FileContext) -> Iterator[Finding]:
+    """Assignments of CUDA environment variables in shell scripts (``CUDA_VISIBLE_DEVICES=0 python ...``,
+    ``export CUDA_VISIBLE_DEVICES=...``), found with a real shell lexer (quotes and comments honoured)."""
+    for line, pieces in _logical_lines(ctx.text):
+        if not any(var in line for var in ENV_VARS):
+            continue
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        lexer.commenters = "#"
+        try:
+            tokens = list(lexer)
+        except ValueError:  # unbalanced quotes: not a line porter can read safely
+            continue
+        command_start = True
+        prev = ""
+        search_from = 0
+        for tok in tokens:
+            if tok in _SEPARATORS:
+                command_start = True
+                prev = tok
+                continue
+            m = _ASSIGN.match(tok)
+            if m and (command_start or prev in _SHELL_PREFIXES):
+                var = m.group(1)
+                col = line.find(var + "=", search_from)
+                if var in ENV_VARS and col >= 0:
+                    search_from = col + len(var)
+                    start = _text_offset(pieces, col)
+                    yield ctx.finding(ENV_VARS[var], f"{var} set in a shell script: {_ENV_ADVICE[var]}",
+                                      start, start + len(var), data={"variable": var},
+                                      generic=var != "CUDA_VISIBLE_DEVICES")
+                # an assignment keeps the command-start position (`A=1 B=2 cmd`)
+            elif tok not in _SHELL_PREFIXES:
+                command_start = False
+            prev = tok
+
+
 FAMILY = Family(
     name=NAME,
     title="Device code inventory: .cuda(), device strings, torch.cuda classified",
@@ -542,6 +614,7 @@ FAMILY = Family(
     tokens=("cuda", "CUDA", "optim", "DataParallel", "fully_shard", "FullyShardedDataParallel",
             "init_process_group", "Trainer", "TrainingArguments", "deepspeed", "Accelerator"),
     python=DeviceAuditVisitor,
+    checkers={"shell": check_shell},
     description="Rewrites the deprecated `torch.cuda.amp` entry points to `torch.amp` with device "
     "`\"cuda\"`; everything else in this family is inventory (what runs unchanged on ROCm, what to "
     "verify, what to change).",

@@ -106,7 +106,8 @@ RULES = (
          "gates (a bf16/fp8/tf32 name or dtype), porter replaces the test with the capability module's "
          "`supports_bf16()`, `supports_fp8()` or `supports_tf32()`: a safe fix when the test gives the same "
          "answer on every NVIDIA generation (checked exhaustively from sm_35 to sm_121), an unsafe one when it "
-         "differs on some NVIDIA part (the message names it). Otherwise the finding lists what the test "
+         "differs on exactly one NVIDIA generation (the message names it; e.g. `major >= 9` for fp8 leaves out "
+         "Ada, sm_89); a test that differs on more is taken to gate something else. Otherwise the finding lists what the test "
          "answers on A100, H100, MI250X and MI300X.",
          example="```python\nuse_bf16 = torch.cuda.get_device_capability()[0] >= 8\n# becomes\n"
          "use_bf16 = porter_device.supports_bf16()\n```"),
@@ -171,7 +172,7 @@ FEATURES = {
 }
 _INTENT = {
     "bf16": re.compile(r"bf16|bfloat16"),
-    "fp8": re.compile(r"fp8|float8|e4m3|e5m2"),
+    "fp8": re.compile(r"(?<![a-z])fp8|float8|e4m3|e5m2"),  # not mxfp8 (Blackwell microscaling)
     "tf32": re.compile(r"tf32"),
 }
 _OPS = {
@@ -447,6 +448,12 @@ class DevicesVisitor(PyVisitor):
         negated, mismatch = gate.nvidia_mismatch(feature)
         args = ", ".join(self.code(a) for a in call.args)
         replacement = ("not " if negated else "") + self.dm.call(fn, args)
+        if len(mismatch) > 1:
+            names = ", ".join(f"sm_{a}{b}" for a, b in mismatch)
+            self.report(node, "PRT700", f"{base}; not rewritten: it mentions {feature} but answers differently "
+                        f"from porter_device.{fn}() on {names}, so it likely gates something else",
+                        fix=NONE, data={"gate": shown, "feature": feature})
+            return
         if mismatch:
             names = ", ".join(f"sm_{a}{b}" + (f" ({_NV_NAMES[(a, b)]})" if (a, b) in _NV_NAMES else "")
                               for a, b in mismatch)

@@ -184,8 +184,9 @@ OPS = (">=", ">", "<=", "<", "==", "!=")
 )
 def test_gate_rewrites_keep_nvidia_answers(pd: types.ModuleType, feature: str, op: str, kind: str,
                                            major: int, minor: int) -> None:
-    """A SAFE gate rewrite answers like the original on every NVIDIA capability; an UNSAFE one
-    differs on at least one; every rewrite answers the capability truth on AMD."""
+    """A SAFE gate rewrite answers like the original on every NVIDIA capability, an UNSAFE one
+    differs on exactly one, a gate left alone would differ on more; every rewrite gives the
+    capability module's answer on AMD."""
     expr = {
         "major": f"torch.cuda.get_device_capability()[0] {op} {major}",
         "props": f"torch.cuda.get_device_properties(0).major {op} {major}",
@@ -193,14 +194,6 @@ def test_gate_rewrites_keep_nvidia_answers(pd: types.ModuleType, feature: str, o
     }[kind]
     source = f"import torch\n\n\ndef gate():\n    use_{feature} = {expr}\n    return use_{feature}\n"
     found = [f for f in findings(source, family="devices") if f.code == "PRT700"]
-    if op in ("==", "!="):  # a model test, never turned into a feature test
-        assert len(found) == 1 and found[0].fix == Applicability.NONE
-        assert fixed(source, family="devices", unsafe=True) == source
-        return
-    assert len(found) == 1
-    finding = found[0]
-    rewritten = fixed(source, family="devices", unsafe=True)
-    assert f"porter_device.supports_{feature}(" in rewritten
 
     def run(src: str, dev: Dev) -> bool:
         ns: dict[str, object] = {}
@@ -208,14 +201,31 @@ def test_gate_rewrites_keep_nvidia_answers(pd: types.ModuleType, feature: str, o
             exec(compile(src, "t.py", "exec"), ns)
             return bool(ns["gate"]())  # type: ignore[operator]
 
+    if op in ("==", "!="):  # a model test, never turned into a feature test
+        assert len(found) == 1 and found[0].fix == Applicability.NONE
+        assert fixed(source, family="devices", unsafe=True) == source
+        return
+    assert len(found) == 1
+    finding = found[0]
+    rewritten = fixed(source, family="devices", unsafe=True)
+    assert (f"porter_device.supports_{feature}(" in rewritten) is (finding.fix != Applicability.NONE)
+    if finding.fix == Applicability.NONE:  # what the rejected rewrite would have been
+        assert rewritten == source
+        for candidate in (f"porter_device.supports_{feature}()", f"not porter_device.supports_{feature}()"):
+            hypothetical = "import porter_device\n" + source.replace(expr, candidate)
+            assert sum(run(source, Dev("NVIDIA", c)) != run(hypothetical, Dev("NVIDIA", c))
+                       for c in NVIDIA_CAPS) > 1, finding.message
+        return
+
     differs = [cap for cap in NVIDIA_CAPS if run(source, Dev("NVIDIA", cap)) != run(rewritten, Dev("NVIDIA", cap))]
     if finding.fix == Applicability.SAFE:
         assert differs == [], finding.message
         assert fixed(source, family="devices") == rewritten
-    else:
-        assert finding.fix == Applicability.UNSAFE
-        assert differs, finding.message
+    elif finding.fix == Applicability.UNSAFE:
+        assert len(differs) == 1, finding.message
         assert fixed(source, family="devices") == source
+    else:
+        raise AssertionError(finding.fix)
     truth = {"bf16": "supports_bf16", "fp8": "supports_fp8", "tf32": "supports_tf32"}[feature]
     for dev in (MI250X, MI300X, MI355X):
         with on_device(dev):

@@ -7,7 +7,8 @@
   (inside a list, a call argument) the swap is UNSAFE: nn.Linear's kaiming init differs.
 - ``te.LayerNorm``/``te.RMSNorm`` → ``torch.nn.LayerNorm``/``RMSNorm`` with eps and device written out;
   flagged when ``zero_centered_gamma`` is set (TE stores γ-1).
-- ``te.LayerNormLinear`` is flagged: its parameter names (``layer_norm_weight``...) must be kept.
+- ``te.LayerNormLinear`` → a ``PorterLayerNormLinear`` class inserted into the file that keeps TE's
+  parameter names (``layer_norm_weight``...) and init (SAFE under the same conditions as Linear).
 - ``te.fp8_autocast``/``te.autocast``: ``enabled=False`` → ``contextlib.nullcontext()`` (SAFE);
   otherwise UNSAFE (FP8 → parameter dtype) with the torchao.float8 route in the message.
 - recipes, ``fp8_model_init`` and the other TE modules are flagged with the reason.
@@ -57,6 +58,59 @@ LINEAR_REQUIRED: dict[str, tuple[object, ...]] = {
     "delay_wgrad_compute": (False,),
     "symmetric_ar_type": (None,),
 }
+LNL_PARAMS = ("in_features", "out_features", "eps", "sequence_parallel", "fuse_wgrad_accumulation", "tp_group",
+              "tp_size", "get_rng_state_tracker", "init_method", "bias", "normalization", "return_bias",
+              "params_dtype", "parallel_mode", "return_layernorm_output", "return_layernorm_output_gathered",
+              "parameters_split", "zero_centered_gamma", "device")
+LNL_EXTRA = ("rng_tracker_name", "delay_wgrad_compute", "symmetric_ar_type", "name")
+LNL_REQUIRED: dict[str, tuple[object, ...]] = {
+    **LINEAR_REQUIRED,
+    "return_layernorm_output_gathered": (False,),
+    "zero_centered_gamma": (False,),
+}
+SHIM_NAME = "PorterLayerNormLinear"
+# The module porter writes into a file for te.LayerNormLinear: TE's parameter names and init, torch math.
+SHIM_CODE = '''
+class PorterLayerNormLinear(torch.nn.Module):
+    """Transformer Engine's LayerNormLinear in plain torch (inserted by porter, rule PRT603).
+
+    Keeps TE's parameter names (layer_norm_weight, layer_norm_bias, weight, bias) and init, so TE
+    checkpoints load (minus TE's `_extra_state` FP8 metadata).
+    """
+
+    def __init__(self, in_features, out_features, eps=1e-5, bias=True, normalization="LayerNorm",
+                 return_layernorm_output=False, device="cuda", dtype=None, init_method=None):
+        super().__init__()
+        self.in_features = in_features
+        self.eps = eps
+        self.normalization = normalization
+        self.return_layernorm_output = return_layernorm_output
+        factory = {"device": device, "dtype": dtype}
+        self.layer_norm_weight = torch.nn.Parameter(torch.ones(in_features, **factory))
+        if normalization == "LayerNorm":
+            self.layer_norm_bias = torch.nn.Parameter(torch.zeros(in_features, **factory))
+        else:
+            self.register_parameter("layer_norm_bias", None)
+        self.weight = torch.nn.Parameter(torch.empty(out_features, in_features, **factory))
+        if bias:
+            self.bias = torch.nn.Parameter(torch.zeros(out_features, **factory))
+        else:
+            self.register_parameter("bias", None)
+        with torch.no_grad():
+            if init_method is None:
+                torch.nn.init.normal_(self.weight, mean=0.0, std=0.023)
+            else:
+                init_method(self.weight)
+
+    def forward(self, x):
+        shape = (self.in_features,)
+        if self.normalization == "LayerNorm":
+            ln_out = torch.nn.functional.layer_norm(x, shape, self.layer_norm_weight, self.layer_norm_bias, self.eps)
+        else:
+            ln_out = torch.nn.functional.rms_norm(x, shape, self.layer_norm_weight, self.eps)
+        out = torch.nn.functional.linear(ln_out, self.weight, self.bias)
+        return (out, ln_out) if self.return_layernorm_output else out
+'''
 NORM_PARAMS = ("normalized_shape", "eps", "sequence_parallel", "params_dtype", "zero_centered_gamma",
                "hidden_size", "device", "dtype", "sm_margin")
 OTHER_MODULES = {
@@ -114,12 +168,15 @@ RULES = (
          explanation="`torch.nn.RMSNorm(eps=None)` uses finfo(float32).eps ≈ 1.19e-7 while TE uses 1e-5 "
          "(trap 8), so the eps is always written out. `zero_centered_gamma=True` is flagged."),
     rule("PRT603", "te-layernorm-linear", NAME,
-         "`te.LayerNormLinear`: a norm + linear whose parameter names checkpoints depend on.",
-         Category.REPLACE, effort_hours=1.0,
+         "`te.LayerNormLinear` → a torch module that keeps TE's parameter names checkpoints depend on.",
+         Category.REPLACE, fix=Applicability.SAFE, effort_hours=1.0,
          explanation="TE registers `layer_norm_weight`, `layer_norm_bias` (LayerNorm only), `weight` and "
          "`bias`; `nn.Sequential(nn.LayerNorm(...), nn.Linear(...))` would rename them to `0.weight`, "
-         "`1.weight`... and break checkpoints (trap 25). `return_layernorm_output=True` also returns the "
-         "normalised input. Port it with a small module that registers the same names."),
+         "`1.weight`... and break checkpoints (trap 25). porter inserts a small `PorterLayerNormLinear` "
+         "class after the file's imports (norm then linear through torch.nn.functional, TE's names and "
+         "init, `return_layernorm_output` kept) and calls it with every argument written out. The same "
+         "static conditions as PRT600 apply; `zero_centered_gamma`, `return_bias`, "
+         "`return_layernorm_output_gathered` and parallelism block it. " + _CKPT + "."),
     rule("PRT604", "te-module-blocked", NAME,
          "A `te.Linear`/`LayerNorm`/`RMSNorm` whose arguments block an exact swap.",
          Category.REPLACE, effort_hours=1.0,
@@ -231,9 +288,7 @@ class Fp8Visitor(PyVisitor, StatementTracker):
         elif name in ("LayerNorm", "RMSNorm"):
             self._norm(node, name)
         elif name == "LayerNormLinear":
-            self._flag(node, "PRT603", "te.LayerNormLinear registers layer_norm_weight, layer_norm_bias, "
-                       "weight and bias (and may return the norm output); a torch.nn.Sequential would rename "
-                       "them and break checkpoints (trap 25): port with a module that keeps these names")
+            self._layernorm_linear(node)
         elif name in AUTOCASTS:
             self._autocast(node, name)
         elif name in MODEL_INITS:
@@ -312,6 +367,74 @@ class Fp8Visitor(PyVisitor, StatementTracker):
             else:
                 lines += [f"if {target}.bias is not None:", f"    {zeros}({target}.bias)"]
         return lines, imports
+
+    # -- te.LayerNormLinear -----------------------------------------------------------------
+    def _layernorm_linear(self, node: cst.Call) -> None:
+        b = bind(node, LNL_PARAMS, 3, LNL_EXTRA)
+        blockers = self._blockers(b, LNL_REQUIRED)
+        for name in b.unknown:
+            if name.startswith("ub_") and not is_literal(_kw(node, name), False):
+                blockers.append(f"`{name}` (userbuffers communication overlap)")
+        if not (b.has("in_features") and b.has("out_features")):
+            blockers.append("feature sizes not given")
+        norm = b.value("normalization")
+        if norm is not None and literal(norm) not in ("LayerNorm", "RMSNorm"):
+            blockers.append("normalization is not a literal \"LayerNorm\"/\"RMSNorm\"")
+        if b.has("zero_centered_gamma") and not is_literal(b.value("zero_centered_gamma"), False):
+            blockers = [x for x in blockers if not x.startswith("`zero_centered_gamma")]
+            blockers.append("zero_centered_gamma stores γ-1 (checkpoint conversion needed)")
+        statement = self._toplevel_insert_point()
+        if statement is None:
+            blockers.append("no module-level import block to place the shim class after")
+        if blockers:
+            self._flag(node, "PRT603", "te.LayerNormLinear registers layer_norm_weight, layer_norm_bias, weight "
+                       "and bias; a torch.nn.Sequential would rename them and break checkpoints (trap 25); not "
+                       "rewritten because " + "; ".join(blockers))
+            return
+        kwargs = [("in_features", src(self.ctx, b.value("in_features"))),
+                  ("out_features", src(self.ctx, b.value("out_features"))),
+                  ("eps", src(self.ctx, b.value("eps")) if b.has("eps") else "1e-5"),
+                  ("bias", src(self.ctx, b.value("bias")) if b.has("bias") else "True"),
+                  ("normalization", src(self.ctx, norm) if norm is not None else '"LayerNorm"'),
+                  ("return_layernorm_output", src(self.ctx, b.value("return_layernorm_output"))
+                   if b.has("return_layernorm_output") else "False"),
+                  ("device", src(self.ctx, b.value("device")) if b.has("device") else '"cuda"')]
+        if b.has("init_method") and not is_literal(b.value("init_method"), None):
+            kwargs.append(("init_method", src(self.ctx, b.value("init_method"))))
+        if b.has("params_dtype") and not is_literal(b.value("params_dtype"), None):
+            kwargs.append(("dtype", src(self.ctx, b.value("params_dtype"))))
+        multiline, indent = self._multiline(node)
+        edits: list[Edit] = []
+        if f"class {SHIM_NAME}(" not in self.ctx.text:
+            edits.append(Edit(statement, statement, "\n\n" + SHIM_CODE.strip("\n") + "\n"))
+        imports = ("import torch",) if self.ctx.imports.resolve_name("torch") in (None, "torch") else ()
+        self.report(node, "PRT603", f"te.LayerNormLinear → {SHIM_NAME}, a torch module defined in this file that "
+                    "keeps TE's parameter names (layer_norm_weight, layer_norm_bias, weight, bias), init (norm "
+                    "weight 1, bias 0, weight ~ N(0, 0.023) or init_method) and return_layernorm_output; same "
+                    f"math outside FP8 autocast; device kept ({_device_note(b)}); {_CKPT}",
+                    replacement=render_call(SHIM_NAME, kwargs, multiline=multiline, indent=indent,
+                                            comments=comments_of(b, {"params_dtype": "dtype"})),
+                    fix=Applicability.SAFE, edits=tuple(edits), add_imports=imports,
+                    remove_imports=("transformer_engine",), fix_title=f"use {SHIM_NAME}")
+
+    def _toplevel_insert_point(self) -> int | None:
+        """Offset just after the module's leading import block (where the shim class goes)."""
+        body = self.ctx.module.body
+        last: cst.CSTNode | None = None
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, cst.SimpleStatementLine) and stmt.body and (
+                all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body)
+                or (i == 0 and isinstance(stmt.body[0], cst.Expr))
+            ):
+                last = stmt
+                continue
+            break
+        if last is None:
+            return None
+        start, end = self.span(last)
+        line, _ = self.ctx.position(max(end - 1, start))  # the line holding the statement's last character
+        starts = self.ctx.line_starts
+        return starts[line] if line < len(starts) else None
 
     # -- te.LayerNorm / te.RMSNorm ----------------------------------------------------------
     def _norm(self, node: cst.Call, name: str) -> None:

@@ -175,17 +175,70 @@ def test_linear_blockers_named() -> None:
     assert "sequence_parallel" in found[0].message and "get_rng_state_tracker" in found[1].message
 
 
-def test_trap25_layernorm_linear_param_names() -> None:
-    src = ("import transformer_engine.pytorch as te\n\n\ndef build(d):\n"
-           "    return te.LayerNormLinear(d, 2 * d)\n")
-    assert port(src, unsafe=True) == src  # flagged, never swapped
-    assert codes(findings(src, family=FAMILY)) == ["PRT603"]
+LNL = """import torch
+import transformer_engine.pytorch as te
+
+
+def build(d):
+    torch.manual_seed(0)
+    layer = te.LayerNormLinear(d, 2 * d{args})
+    return layer
+"""
+
+
+@pytest.mark.parametrize("args", ["", ", normalization='RMSNorm', bias=False", ", eps=1e-3, return_layernorm_output=True"])
+def test_layernorm_linear_shim_matches_te_and_keeps_names(args: str) -> None:
+    src = LNL.format(args=args)
+    out = port(src)
+    assert "class PorterLayerNormLinear" in out and "transformer_engine" not in out
+    ref = run(src, "build", 16, te=True)
+    new = run(on_cpu(out), "build", 16)
+    assert list(new.state_dict()) == list(ref.state_dict())  # type: ignore[attr-defined]
+    w = new.weight.detach()  # type: ignore[attr-defined]
+    assert torch.all(new.layer_norm_weight == 1) and 0.01 < w.std().item() < 0.04  # type: ignore[attr-defined]
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in ref.parameters():  # type: ignore[attr-defined]
+            p.copy_(torch.randn_like(p))
+    new.load_state_dict(ref.state_dict())  # type: ignore[attr-defined]
+    x = torch.randn(3, 16)
+    with torch.no_grad():
+        got, want = new(x), ref(x)  # type: ignore[operator]
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == 2
+        assert all(torch.allclose(g, w, atol=1e-5) for g, w in zip(got, want, strict=True))
+    else:
+        assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_trap25_layernorm_linear_naive_sequential_renames_params() -> None:
+    src = LNL.format(args="")
     ref = run(src, "build", 8, te=True)
     naive = run("import torch\n\n\ndef build(d):\n    return torch.nn.Sequential(torch.nn.LayerNorm(d), "
                 "torch.nn.Linear(d, 2 * d))\n", "build", 8)
     want = {"layer_norm_weight", "layer_norm_bias", "weight", "bias"}
     assert set(ref.state_dict()) == want  # type: ignore[attr-defined]
     assert set(naive.state_dict()) != want  # type: ignore[attr-defined]
+    new = run(on_cpu(port(src)), "build", 8)
+    assert set(new.state_dict()) == want  # type: ignore[attr-defined]
+
+
+def test_layernorm_linear_blocked_cases_are_flagged() -> None:
+    for args in (", tp_size=2", ", zero_centered_gamma=True", ", return_bias=True", ", normalization=kind"):
+        src = LNL.format(args=args)
+        assert port(src, unsafe=True) == src, args
+        (f,) = findings(src, family=FAMILY)
+        assert f.code == "PRT603" and f.fix == Applicability.NONE and "not rewritten because" in f.message
+
+
+def test_layernorm_linear_shim_inserted_once() -> None:
+    src = ("import transformer_engine.pytorch as te\n\n\nclass M:\n    def __init__(self):\n"
+           "        self.a = te.LayerNormLinear(4, 4)\n        self.b = te.LayerNormLinear(4, 8)\n")
+    out = port(src)
+    assert out.count("class PorterLayerNormLinear") == 1 and out.count("PorterLayerNormLinear(") == 3
+    assert "import torch\n" in out
+    ast.parse(out)
+    assert port(out) == out
 
 
 AUTOCAST = """import torch

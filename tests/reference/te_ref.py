@@ -9,7 +9,7 @@ Written from TE's documentation and the spec, not from TE's code:
   ``zero_centered_gamma=True`` multiplies by ``(1 + γ)`` and initialises γ to 0.
 - ``RMSNorm``: ``x / sqrt(mean(x²) + eps) * γ``, same zero-centred option; eps defaults to 1e-5.
 - ``LayerNormLinear``: norm then linear, parameters ``layer_norm_weight``, ``layer_norm_bias``
-  (LayerNorm only), ``weight``, ``bias``.
+  (LayerNorm only), ``weight``, ``bias``; ``return_layernorm_output=True`` also returns the norm output.
 - ``fp8_autocast(enabled=False)``: no effect.
 """
 
@@ -91,10 +91,12 @@ class RMSNorm(_Norm):
 
 class LayerNormLinear(torch.nn.Module):
     def __init__(self, in_features: int, out_features: int, eps: float = 1e-5, *, bias: bool = True,
-                 normalization: str = "LayerNorm", device: str | None = None, **_: object) -> None:
+                 normalization: str = "LayerNorm", return_layernorm_output: bool = False,
+                 device: str | None = None, **_: object) -> None:
         super().__init__()
         dev = DEFAULT_DEVICE if device is None else device
         self.eps = eps
+        self.return_layernorm_output = return_layernorm_output
         self.normalization = normalization
         self.layer_norm_weight = torch.nn.Parameter(torch.ones(in_features, device=dev))
         if normalization == "LayerNorm":
@@ -109,7 +111,8 @@ class LayerNormLinear(torch.nn.Module):
         else:
             h = rms_norm(x, self.layer_norm_weight, self.eps)
         out = h @ self.weight.T
-        return out + self.bias if self.bias is not None else out
+        out = out + self.bias if self.bias is not None else out
+        return (out, h) if self.return_layernorm_output else out
 
 
 @contextlib.contextmanager

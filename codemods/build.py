@@ -153,7 +153,8 @@ class BuildVisitor(PyVisitor):
     def __init__(self, ctx: PyContext) -> None:
         super().__init__(ctx)
         text = ctx.text
-        self.active = "cpp_extension" in text or "CUDAExtension" in text or "nvcc" in text
+        self.active = ("cpp_extension" in text or "CUDAExtension" in text or "nvcc" in text
+                       or "extra_cuda_cflags" in text)
         self._gated = 0
         self._handled: set[int] = set()
         self._in_import = 0
@@ -196,7 +197,9 @@ class BuildVisitor(PyVisitor):
             self._nvcc_value(node.value)
 
     def visit_Arg(self, node: cst.Arg) -> None:
-        if self.active and not self._gated and node.keyword is not None and node.keyword.value == "nvcc":
+        # dict(nvcc=[...]); load()/load_inline(extra_cuda_cflags=[...]) also go to hipcc on ROCm
+        if (self.active and not self._gated and node.keyword is not None
+                and node.keyword.value in ("nvcc", "extra_cuda_cflags")):
             self._nvcc_value(node.value)
 
     def _nvcc_value(self, value: cst.BaseExpression) -> None:
@@ -337,11 +340,28 @@ _URL = re.compile(CUDA_TORCH_INDEX.pattern)
 _TORCH_PIN = re.compile(r"(?<![\w.-])(torch|torchvision|torchaudio)(==|===|>=|<=|~=)([0-9][\w.]*)(\+cu\d+)")
 
 
+_NV_IMAGE = re.compile(r"(?<![\w./-])(?:docker\.io/)?(?:nvcr\.io/nvidia/[\w.-]+(?:/[\w.-]+)*|nvidia/cuda)"
+                       r"(?::[\w.-]+|@sha256:[0-9a-f]+)?")
+
+
+def _image_finding(ctx: FileContext, image: str, start: int, end: int) -> Finding:
+    target = str(ctx.settings.option(NAME, "rocm-image", DEFAULT_IMAGE))
+    if image.startswith("nvcr.io/nvidia/pytorch"):
+        return ctx.finding("PRT844", f"{image} is NVIDIA's PyTorch container: start from {target} (AMD's PyTorch "
+                           f"container) and run it with {DEVICE_FLAGS}", start, end, replacement=target,
+                           fix=UNSAFE, fix_title=f"use {target}")
+    return ctx.finding("PRT844", f"{image} is an NVIDIA image: start from rocm/pytorch (or a rocm/dev-* image "
+                       f"without torch) and run it with {DEVICE_FLAGS}", start, end)
+
+
 def _common(ctx: FileContext, *, docker: bool = False) -> Iterator[Finding]:
     version = _rocm_version(ctx)
     for pos, line in _lines(ctx.text):
         if not line.strip():
             continue
+        if not (docker and _FROM.match(line)):
+            for m in _NV_IMAGE.finditer(line):
+                yield _image_finding(ctx, m.group(0), pos + m.start(), pos + m.end())
         for m in _SMI.finditer(line):
             yield ctx.finding("PRT846", "nvidia-smi is NVIDIA-only: use amd-smi (or rocm-smi) on AMD; their output "
                               "differs", pos + m.start(), pos + m.end())
@@ -373,7 +393,7 @@ def _common(ctx: FileContext, *, docker: bool = False) -> Iterator[Finding]:
         for m in _K8S.finditer(line):
             yield ctx.finding("PRT845", "nvidia.com/gpu is NVIDIA's device-plugin resource; AMD's is amd.com/gpu",
                               pos + m.start(), pos + m.end())
-        if "docker" in line or "podman" in line or docker:
+        if "docker" in line or "podman" in line:
             for m in _GPUS.finditer(line):
                 value = m.group(1).strip("\"'")
                 if value == "all":
@@ -399,22 +419,16 @@ _FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(?P<image>\S+)", re.IGNORE
 
 
 def check_dockerfile(ctx: FileContext) -> Iterator[Finding]:
-    image_target = str(ctx.settings.option(NAME, "rocm-image", DEFAULT_IMAGE))
     for pos, line in _lines(ctx.text):
         m = _FROM.match(line)
         if not m:
             continue
         image = m.group("image")
         start, end = pos + m.start("image"), pos + m.end("image")
-        bare = image.split("@", 1)[0]
-        if bare.startswith(("nvcr.io/nvidia/pytorch:", "nvcr.io/nvidia/pytorch@")):
-            yield ctx.finding("PRT844", f"{image} is NVIDIA's PyTorch container: start from {image_target} (AMD's "
-                              f"PyTorch container) and run it with {DEVICE_FLAGS}", start, end,
-                              replacement=image_target, fix=UNSAFE, fix_title=f"use {image_target}")
-        elif bare.startswith(("nvidia/cuda", "nvcr.io/nvidia/", "docker.io/nvidia/cuda")):
-            yield ctx.finding("PRT844", f"{image} is an NVIDIA CUDA image: start from rocm/pytorch (or a rocm/dev-* "
-                              f"image without torch) and run it with {DEVICE_FLAGS}", start, end)
-    yield from _common(ctx, docker=False)
+        bare = image[len("docker.io/"):] if image.startswith("docker.io/") else image
+        if bare.startswith(("nvcr.io/nvidia/", "nvidia/cuda")):
+            yield _image_finding(ctx, bare, start, end)
+    yield from _common(ctx, docker=True)
 
 
 FAMILY = Family(

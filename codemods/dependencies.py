@@ -376,10 +376,18 @@ def check_requirements(ctx: FileContext) -> Iterator[Finding]:
     has_torchao = False
     produced: set[str] = {ln.value.rstrip("/") for ln in lines if ln.option and "/rocm" in ln.value}
     frozen = looks_frozen(lines)
+    # a +cu torch pin that cannot be rewritten (hashes) still needs the CUDA index: keep both as they are
+    blocked = any(ln.requirement is not None and ln.name in TORCH_DISTS and "--hash" in ln.text
+                  and CUDA_LOCAL.search(str(ln.requirement.specifier)) for ln in lines)
     for ln in lines:
         if ln.option in ("-i", "--index-url", "--extra-index-url", "-f", "--find-links"):
             for f in _index_option(ctx, ln, version):
                 target = f.data.get("target")
+                if blocked and target is not None:
+                    yield ctx.finding("PRT800", f"CUDA wheel index {ln.value}: not rewritten while hashed +cu pins "
+                                      "remain in this file (regenerate the hashes for the ROCm build first)",
+                                      ln.value_start, ln.value_end)
+                    continue
                 if target is not None and target in produced and f.fix == SAFE:
                     f = ctx.finding("PRT800", f"CUDA wheel index {ln.value}: the ROCm {version} index is already "
                                     "listed, so the line is dropped", ln.value_start, ln.value_end,
@@ -399,6 +407,10 @@ def check_requirements(ctx: FileContext) -> Iterator[Finding]:
         if name == "torchao":
             has_torchao = True
         for a in assess(ln.requirement, raw, ctx):
+            if a.kind == "replace" and "--hash" in ln.text:
+                a.fix = NONE
+                a.message = (a.message.split(";")[0] + "; not rewritten: the --hash options pin the CUDA wheel, "
+                             "regenerate them for the ROCm build (pip-compile --generate-hashes)")
             if a.kind == "drop" and a.fix == SAFE and frozen:
                 a.fix = UNSAFE
                 a.message += (" (unsafe: the file looks like a pip freeze, so another pinned package may "
@@ -410,7 +422,7 @@ def check_requirements(ctx: FileContext) -> Iterator[Finding]:
             else:
                 edit = None
             yield _finding(ctx, a, ln.req_start, ln.req_end, edit)
-            if a.data.get("stripped") and not has_torch_index and not added_index:
+            if a.data.get("stripped") and a.fix == SAFE and not has_torch_index and not added_index:
                 added_index = True
                 url = rocm_index(version)
                 yield ctx.finding("PRT800", f"+cu pins were stripped and the file names no PyTorch index: the "
@@ -422,7 +434,12 @@ def check_requirements(ctx: FileContext) -> Iterator[Finding]:
                           f"{rocm_index(version)} or use the rocm/pytorch container",
                           torch_line.req_start, torch_line.req_end)
     if torch_line is not None and not has_torchao and _needs_torchao(ctx):
-        yield _torchao_after_line(ctx, torch_line.end, torch_line.req_start, torch_line.req_end, "")
+        if any("--hash" in ln.text for ln in lines):
+            yield ctx.finding("PRT805", "a torchao rewrite was applied, but this file is in hash-checking mode: add "
+                              "torchao with its hashes (pip-compile --generate-hashes)", torch_line.req_start,
+                              torch_line.req_end)
+        else:
+            yield _torchao_after_line(ctx, torch_line.end, torch_line.req_start, torch_line.req_end, "")
 
 
 def looks_frozen(lines: list) -> bool:
@@ -511,6 +528,10 @@ def check_pyproject(ctx: FileContext) -> Iterator[Finding]:
                 has_torchao = True
             for a in assess(req, s.value, ctx):
                 yield _toml_action(ctx, a, s, drop=lambda s=s: drop_item(text, s.start, s.end))
+        elif _POETRY_TABLE.match(s.table) and s.key and s.inline_key == "url" and (
+                CUDA_LOCAL.search(s.value.replace("%2B", "+")) or "/cu1" in s.value):
+            yield ctx.finding("PRT806", f"{s.key} is installed from a CUDA wheel URL ({s.value}); replace it with a "
+                              "ROCm build or a version from the ROCm index", s.start, s.end)
         elif _POETRY_TABLE.match(s.table) and s.key and not s.in_array and s.inline_key in ("", "version"):
             dist = canonicalize_name(s.key)
             if dist == "python":

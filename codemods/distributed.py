@@ -175,6 +175,12 @@ class DistributedVisitor(PyVisitor):
         start += len(node.prefix) + len(node.quote)
         self.findings.append(_finding(self.ctx, var, start, "in the environment"))
 
+    def visit_Arg(self, node: cst.Arg) -> None:
+        # os.environ.update(NCCL_DEBUG="INFO"), dict(NCCL_ALGO="Tree")
+        if node.keyword is not None and _VAR.match(node.keyword.value):
+            start, _ = self.span(node.keyword)
+            self.findings.append(_finding(self.ctx, node.keyword.value, start, "in the environment"))
+
 
 # -- shell, Dockerfile, YAML ---------------------------------------------------------------------
 

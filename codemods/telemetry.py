@@ -155,6 +155,7 @@ class _State:
     loads: dict[str, list[cst.Name]] = field(default_factory=dict)
     attr_loads: dict[str, set[str]] = field(default_factory=dict)  # name -> fields read as name.X
     refs: list[cst.CSTNode] = field(default_factory=list)  # pynvml references outside calls' func
+    mask_line: int | None = None  # where the file names CUDA_VISIBLE_DEVICES & co.
 
 
 class TelemetryVisitor(PyVisitor):
@@ -268,6 +269,10 @@ class TelemetryVisitor(PyVisitor):
             self._skip.add(id(inner))
             self.s.refs.append(node)
 
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        if self.has_pynvml and self.s.mask_line is None and _MASK.search(node.value):
+            self.s.mask_line = self._line(node)
+
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "decode" and isinstance(func.value, cst.Call):
@@ -353,16 +358,30 @@ class TelemetryVisitor(PyVisitor):
             if not any(_contains(self, c, ref) for c in self.s.calls):
                 what = dotted(ref) if isinstance(ref, (cst.Name, cst.Attribute)) else "pynvml"
                 blockers.append((ref, f"`{what}` is used outside a call porter rewrites"))
+        # trap 24: a file that sets a visibility mask makes NVML and torch indices disagree
+        if self.s.mask_line is not None:
+            for site in sites:
+                if site.code in ("PRT731", "PRT732"):
+                    blockers.append((site.node, f"this file names a device visibility mask (line "
+                                     f"{self.s.mask_line}): NVML indices are physical, torch indices are "
+                                     "relative to CUDA_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES"))
+                    break
         # decide
         if blockers:
             node0, why0 = blockers[0]
             line0 = self._line(node0)
+            blocked = {id(n) for n, _ in blockers}
             for node, why in blockers:
-                hint = _HINTS.get(why.split("`")[1].rsplit(".", 1)[-1], "") if "`" in why else ""
-                self.report(node, "PRT739", f"pynvml use without a torch.cuda equivalent: {why}"
-                            + (f"; {hint}" if hint else "; port it to amdsmi behind porter_device.is_rocm()"),
+                if "visibility mask" in why:
+                    hint = "use torch device indices throughout, or keep pynvml for this file"
+                else:
+                    hint = _HINTS.get(why.split("`")[1].rsplit(".", 1)[-1], "") if "`" in why else ""
+                    hint = hint or "port it to amdsmi behind porter_device.is_rocm()"
+                self.report(node, "PRT739", f"pynvml use porter does not rewrite: {why}; {hint}",
                             fix=NONE, remove_imports=("pynvml",))
             for site in sites:
+                if id(site.node) in blocked:
+                    continue
                 self.report(site.node, site.code, f"{site.message}; not rewritten: the file keeps pynvml because "
                             f"{why0} (line {line0})", fix=NONE)
             return
@@ -557,6 +576,7 @@ def _strings(node: cst.CSTNode) -> list[str]:
 # the command word: at the start, or after a shell separator, optionally with a directory
 _SMI_CMD = re.compile(r"(?:^|[;&|(]\s*|\bsudo\s+)\s*(?:\S*/)?nvidia-smi(?=\s|$|[;&|)])")
 _SMI_LIST = re.compile(r"(?:\S*/)?nvidia-smi")
+_MASK = re.compile(r"\b(CUDA|HIP|ROCR)_VISIBLE_DEVICES\b")
 _SUBPROCESS = {
     "subprocess.run", "subprocess.call", "subprocess.check_call", "subprocess.check_output",
     "subprocess.Popen", "subprocess.getoutput", "subprocess.getstatusoutput", "os.system", "os.popen",

@@ -125,6 +125,14 @@ def test_trap_24_indices_and_counts_are_unsafe_and_explained() -> None:
     assert fixed(read("pynvml_rewrite.in.py"), family="telemetry") == read("pynvml_rewrite.in.py")
 
 
+def test_trap_24_a_file_that_sets_a_visibility_mask_keeps_pynvml() -> None:
+    """NVML index 1 is torch's cuda:0 once CUDA_VISIBLE_DEVICES=1: carrying the index would be wrong."""
+    source = read("pynvml_visibility_mask.in.py")
+    assert fixed(source, family="telemetry", unsafe=True) == source
+    handle = next(f for f in findings(source, family="telemetry") if f.line == 8)
+    assert handle.code == "PRT739" and "visibility mask (line 5)" in handle.message
+
+
 def test_stored_results_keep_their_fields() -> None:
     source = read("pynvml_stored.in.py")
     rewritten = fixed(source, family="telemetry", unsafe=True)

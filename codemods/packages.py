@@ -214,6 +214,7 @@ def _requote(node: cst.SimpleString, value: str) -> str:
     return f"{node.prefix}{quote}{value}{quote}"
 
 
+_STDLIB_ROOTS = {"importlib", "pkgutil", "pkg_resources"}
 _IMPORTERS = {"importlib.import_module", "__import__", "importlib.__import__", "builtins.__import__"}
 _PROBES = {"importlib.util.find_spec", "importlib.find_loader", "pkgutil.find_loader",
            "importlib.metadata.version", "importlib.metadata.distribution", "importlib_metadata.version",
@@ -400,6 +401,12 @@ class PackagesVisitor(PyVisitor):
         qual = self.qualname(func)
         if qual is None and isinstance(func, cst.Name) and func.value == "__import__":
             qual = "__import__"
+        if qual is None:
+            # `importlib.util.find_spec(...)` in a module that never imports importlib itself (it
+            # works when another module imported importlib.util first): resolve the stdlib root
+            text = dotted(func) or ""
+            if text.split(".")[0] in _STDLIB_ROOTS and self.ctx.imports.resolve_name(text.split(".")[0]) is None:
+                qual = text
         if qual is None:
             return
         first = next((a.value for a in node.args if a.keyword is None and not a.star), None)

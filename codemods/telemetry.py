@@ -156,6 +156,10 @@ class _State:
     attr_loads: dict[str, set[str]] = field(default_factory=dict)  # name -> fields read as name.X
     refs: list[cst.CSTNode] = field(default_factory=list)  # pynvml references outside calls' func
     mask_line: int | None = None  # where the file names CUDA_VISIBLE_DEVICES & co.
+    # attribute handles (`self.handle = ...`): stores and every access by attribute name
+    attr_stores: dict[str, int] = field(default_factory=dict)  # "self.handle" -> stores
+    attr_targets: set[int] = field(default_factory=set)  # ids of Attribute store targets
+    attr_name_loads: dict[str, int] = field(default_factory=dict)  # "handle" -> accesses (not stores)
 
 
 class TelemetryVisitor(PyVisitor):
@@ -211,6 +215,14 @@ class TelemetryVisitor(PyVisitor):
                 self._skip.add(id(name))
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and isinstance(node.value, cst.Call):
             self.s.assigned[id(node.value)] = node.targets[0].target.value
+        for t in node.targets:
+            if isinstance(t.target, cst.Attribute):
+                key = self.code(t.target)
+                self.s.attr_stores[key] = self.s.attr_stores.get(key, 0) + 1
+                self.s.attr_targets.add(id(t.target))
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Attribute) and \
+                isinstance(node.value, cst.Call):
+            self.s.assigned[id(node.value)] = self.code(node.targets[0].target)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         for name in _target_names(node.target):
@@ -252,6 +264,8 @@ class TelemetryVisitor(PyVisitor):
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self._skip.add(id(node.attr))
+        if id(node) not in self.s.attr_targets:
+            self.s.attr_name_loads[node.attr.value] = self.s.attr_name_loads.get(node.attr.value, 0) + 1
         if isinstance(node.value, cst.Name):
             self.s.attr_loads.setdefault(node.value.value, set()).add(node.attr.value)
         if isinstance(node.value, cst.Call):
@@ -333,7 +347,12 @@ class TelemetryVisitor(PyVisitor):
         for call in self.s.calls:
             if _pynvml_fn(self.qualname(call.func)) == "nvmlDeviceGetHandleByIndex":
                 name = self.s.assigned.get(id(call))
-                if name is not None and self.s.targets.get(name) == 1:
+                if name is None:
+                    continue
+                if "." in name:  # an attribute such as self.handle: stored once in this file
+                    if self.s.attr_stores.get(name) == 1:
+                        handles[name] = call
+                elif self.s.targets.get(name) == 1:
                     handles[name] = call
         handle_uses: dict[str, int] = {n: 0 for n in handles}
         for call in self.s.calls:
@@ -347,7 +366,10 @@ class TelemetryVisitor(PyVisitor):
                 sites.append(site)
         # handles whose every load is a rewritten call's argument
         for name, call in handles.items():
-            loads = len(self.s.loads.get(name, ()))
+            if "." in name:  # every access to `.handle`, on any object, must be a rewritten call's argument
+                loads = self.s.attr_name_loads.get(name.rsplit(".", 1)[1], 0)
+            else:
+                loads = len(self.s.loads.get(name, ()))
             if loads != handle_uses[name]:
                 blockers.append((call, f"the handle `{name}` is used outside the pynvml calls porter rewrites"))
             else:
@@ -417,6 +439,9 @@ class TelemetryVisitor(PyVisitor):
         if isinstance(arg, cst.Name) and arg.value in handles:
             uses[arg.value] += 1
             return arg.value
+        if isinstance(arg, cst.Attribute) and self.code(arg) in handles:
+            uses[self.code(arg)] += 1
+            return self.code(arg)
         if isinstance(arg, cst.Call) and id(arg) in calls_by_id and \
                 _pynvml_fn(self.qualname(arg.func)) == "nvmlDeviceGetHandleByIndex":
             covered.add(id(arg))
@@ -431,7 +456,7 @@ class TelemetryVisitor(PyVisitor):
             return f"`pynvml.{fn}`"
         if fn == "nvmlDeviceGetHandleByIndex":
             return None if self.s.assigned.get(id(call)) in handles else \
-                "`pynvml.nvmlDeviceGetHandleByIndex` result is not kept in a plain variable"
+                "`pynvml.nvmlDeviceGetHandleByIndex` result is not kept in a variable or attribute stored once"
         if code == "PRT730":
             stmt = self.s.stmt_of.get(id(call))
             if stmt is None:

@@ -596,6 +596,10 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
         first = on[0] if on else unknown[0]
         kwname = first.keyword.value if first.keyword is not None else "load_in_8bit"
         if not is_fp:
+            if not on:
+                return  # a value forwarded to a project function: reported where it reaches from_pretrained
+            first = on[0]
+            kwname = first.keyword.value if first.keyword is not None else "load_in_8bit"
             callee = src(self.ctx, func)
             self._flag(first, "PRT424", f"`{kwname}={src(self.ctx, first.value)}` passed to `{callee}`: a "
                        "bitsandbytes quantization switch outside from_pretrained; it needs a ROCm-capable "

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 DEFAULT_ROCM_VERSION = "6.3"
 DEFAULT_TORCHAO = "torchao>=0.11"
@@ -23,6 +24,53 @@ CUDA_TORCH_INDEX = re.compile(
 )
 CUDA_LOCAL = re.compile(r"\+cu\d+")
 ROCM_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?$")
+EXACT_TORCH = re.compile(r"(?<![\w.-])(torch|torchvision|torchaudio)===?([0-9][\w.]*?)(?:\+[\w.]+)?(?![\w.*])")
+
+
+# torch minor -> the ROCm wheel indexes of download.pytorch.org that carry it (PyTorch's "previous
+# versions" install matrix). A pinned torch is moved to a ROCm index only when the pair is listed.
+TORCH_ROCM_INDEXES: dict[tuple[int, int], tuple[str, ...]] = {
+    (2, 0): ("5.4.2",),
+    (2, 1): ("5.5", "5.6"),
+    (2, 2): ("5.6", "5.7"),
+    (2, 3): ("5.7", "6.0"),
+    (2, 4): ("6.0", "6.1"),
+    (2, 5): ("6.1", "6.2"),
+    (2, 6): ("6.1", "6.2.4"),
+    (2, 7): ("6.2.4", "6.3"),
+    (2, 8): ("6.3", "6.4"),
+    (2, 9): ("6.3", "6.4"),
+}
+
+
+def torch_minor(dist: str, version: str) -> tuple[int, int] | None:
+    """The torch minor a pinned torch/torchvision/torchaudio version belongs to."""
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return None
+    rel = v.release + (0,) * (2 - len(v.release))
+    if dist == "torchvision" and rel[0] == 0 and rel[1] >= 15:
+        return (2, rel[1] - 15)
+    if dist in ("torch", "torchaudio") and rel[0] == 2:
+        return (2, rel[1])
+    return None
+
+
+def rocm_index_problem(pins: list[tuple[str, str]], rocm: str) -> str | None:
+    """Why the ROCm ``rocm`` index cannot serve these exact (dist, version) pins, or None."""
+    for dist, version in pins:
+        minor = torch_minor(dist, version)
+        if minor is None:
+            return f"porter cannot tell which ROCm index carries {dist}=={version}"
+        known = TORCH_ROCM_INDEXES.get(minor)
+        if known is None:
+            return f"porter does not know which ROCm index carries {dist}=={version}"
+        if rocm not in known:
+            return (f"{dist}=={version} is not published on the rocm{rocm} index (it is on "
+                    f"{', '.join('rocm' + k for k in known)}): set [tool.porter.dependencies] rocm-version "
+                    "or raise the pin")
+    return None
 
 
 def rocm_index(version: str, nightly: bool = False) -> str:

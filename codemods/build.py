@@ -22,7 +22,14 @@ import libcst as cst
 from porter.findings import Applicability, Category, Finding, Severity
 from porter.framework import Family, FileContext, PyContext, PyVisitor, rule
 
-from ._deps_catalog import CUDA_TORCH_INDEX, DEFAULT_ROCM_VERSION, ROCM_VERSION_RE, rocm_index
+from ._deps_catalog import (
+    CUDA_TORCH_INDEX,
+    DEFAULT_ROCM_VERSION,
+    EXACT_TORCH,
+    ROCM_VERSION_RE,
+    rocm_index,
+    rocm_index_problem,
+)
 
 NAME = "build"
 SAFE, UNSAFE, NONE = Applicability.SAFE, Applicability.UNSAFE, Applicability.NONE
@@ -380,6 +387,11 @@ def _common(ctx: FileContext, *, docker: bool = False) -> Iterator[Finding]:
                                       f"{rocm_index(version)} instead", pos + m.start(), pos + m.end())
                     continue
                 new = rocm_index(version, nightly=bool(m.group("nightly")))
+                problem = None if m.group("nightly") else rocm_index_problem(EXACT_TORCH.findall(line), version)
+                if problem is not None:
+                    yield ctx.finding("PRT848", f"CUDA PyTorch index {url}: not rewritten: {problem}",
+                                      pos + m.start(), pos + m.start() + len(url))
+                    continue
                 yield ctx.finding("PRT848", f"CUDA PyTorch index {url}: the ROCm {version} index replaces it",
                                   pos + m.start(), pos + m.start() + len(url), replacement=new, fix=SAFE,
                                   fix_title=f"use {new}")

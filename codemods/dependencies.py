@@ -44,6 +44,7 @@ from ._deps_catalog import (
     cuda_only_for,
     import_roots,
     rocm_index,
+    rocm_index_problem,
 )
 
 if sys.version_info >= (3, 11):
@@ -170,6 +171,28 @@ def rocm_url(url: str, version: str) -> str | None:
     if not m:
         return None
     return rocm_index(version, nightly=bool(m.group("nightly")))
+
+
+def exact_torch_pins(reqs: list[Requirement]) -> list[tuple[str, str]]:
+    """(dist, version) for ``==`` pins of torch, torchvision and torchaudio (local labels dropped)."""
+    out = []
+    for req in reqs:
+        dist = canonicalize_name(req.name)
+        if dist not in TORCH_DISTS:
+            continue
+        for spec in req.specifier:
+            if spec.operator in ("==", "===") and "*" not in spec.version:
+                out.append((dist, spec.version.split("+", 1)[0]))
+    return out
+
+
+def _blocked(f: Finding, ctx: FileContext, problem: str | None) -> Finding:
+    """A SAFE index rewrite downgraded to a report when the ROCm index cannot serve the pins."""
+    if problem is None or f.fix != SAFE:
+        return f
+    start = ctx.offset(f.line, f.column - 1)
+    end = ctx.offset(f.end_line, f.end_column - 1)
+    return ctx.finding(f.code, f.message.split(":")[0] + f": not rewritten: {problem}", start, end)
 
 
 # -- the decision for one requirement ------------------------------------------------------
@@ -376,6 +399,7 @@ def check_requirements(ctx: FileContext) -> Iterator[Finding]:
     has_torchao = False
     produced: set[str] = {ln.value.rstrip("/") for ln in lines if ln.option and "/rocm" in ln.value}
     frozen = looks_frozen(lines)
+    problem = rocm_index_problem(exact_torch_pins([ln.requirement for ln in lines if ln.requirement]), version)
     # a +cu torch pin that cannot be rewritten (hashes) still needs the CUDA index: keep both as they are
     blocked = any(ln.requirement is not None and ln.name in TORCH_DISTS and "--hash" in ln.text
                   and CUDA_LOCAL.search(str(ln.requirement.specifier)) for ln in lines)
@@ -396,7 +420,7 @@ def check_requirements(ctx: FileContext) -> Iterator[Finding]:
                     f.edits = (Edit(ln.start, ln.end, ""),)
                 elif target is not None:
                     produced.add(target)
-                yield f
+                yield _blocked(f, ctx, problem)
             continue
         if ln.requirement is None:
             continue
@@ -425,10 +449,14 @@ def check_requirements(ctx: FileContext) -> Iterator[Finding]:
             if a.data.get("stripped") and a.fix == SAFE and not has_torch_index and not added_index:
                 added_index = True
                 url = rocm_index(version)
-                yield ctx.finding("PRT800", f"+cu pins were stripped and the file names no PyTorch index: the "
-                                  f"ROCm {version} index is added", ln.start, ln.start,
-                                  replacement=f"--extra-index-url {url}\n", fix=SAFE,
-                                  fix_title="add the ROCm wheel index")
+                if problem is not None:
+                    yield ctx.finding("PRT800", f"+cu pins were stripped and the file names no PyTorch index; the "
+                                      f"ROCm index is not added: {problem}", ln.req_start, ln.req_end)
+                else:
+                    yield ctx.finding("PRT800", f"+cu pins were stripped and the file names no PyTorch index: the "
+                                      f"ROCm {version} index is added", ln.start, ln.start,
+                                      replacement=f"--extra-index-url {url}\n", fix=SAFE,
+                                      fix_title="add the ROCm wheel index")
     if torch_line is not None and not has_torch_index and not added_index:
         yield ctx.finding("PRT808", "torch comes from PyPI here (CUDA builds on Linux); on AMD install it from "
                           f"{rocm_index(version)} or use the rocm/pytorch container",
@@ -505,6 +533,19 @@ def check_pyproject(ctx: FileContext) -> Iterator[Finding]:
         return
     version = _rocm_version(ctx)
     strings = toml_strings(text)
+    reqs = []
+    for s in strings:
+        if s.in_array and _is_req_array(s.table, s.key):
+            try:
+                reqs.append(Requirement(s.value))
+            except InvalidRequirement:
+                pass
+        elif _POETRY_TABLE.match(s.table) and s.inline_key in ("", "version") and s.key in TORCH_DISTS:
+            try:
+                reqs.append(Requirement(f"{s.key}=={s.value}"))
+            except InvalidRequirement:
+                pass
+    problem = rocm_index_problem(exact_torch_pins(reqs), version)
     torch_item = None
     torch_poetry = None
     has_torchao = False
@@ -512,9 +553,9 @@ def check_pyproject(ctx: FileContext) -> Iterator[Finding]:
         url = rocm_url(s.value, version)
         if url is not None and not s.value.rstrip("/").endswith("torch_stable.html"):
             quote = text[s.start]
-            yield ctx.finding("PRT800", f"CUDA PyTorch wheel index {s.value}: the ROCm {version} index replaces "
-                              "it", s.start, s.end, replacement=f"{quote}{url}{quote}", fix=SAFE,
-                              fix_title=f"use {url}")
+            yield _blocked(ctx.finding("PRT800", f"CUDA PyTorch wheel index {s.value}: the ROCm {version} index "
+                                       "replaces it", s.start, s.end, replacement=f"{quote}{url}{quote}", fix=SAFE,
+                                       fix_title=f"use {url}"), ctx, problem)
             continue
         if s.in_array and _is_req_array(s.table, s.key):
             try:
@@ -735,6 +776,13 @@ _CONDA_CUDA = re.compile(r"^(?:[\w\-]+::)?(pytorch-cuda|cudatoolkit|cuda-toolkit
 def check_conda(ctx: FileContext) -> Iterator[Finding]:
     text = ctx.text
     version = _rocm_version(ctx)
+    pip_reqs = []
+    for m in re.finditer(r"^[ \t]*-[ \t]+[\"']?((?:torch|torchvision|torchaudio)\b[^#\n\"']*)", text, re.MULTILINE):
+        try:
+            pip_reqs.append(Requirement(m.group(1).strip()))
+        except InvalidRequirement:
+            pass
+    problem = rocm_index_problem(exact_torch_pins(pip_reqs), version)
     pip_indent: int | None = None
     top_key = ""
     for ls, le in _lines(text):
@@ -772,9 +820,9 @@ def check_conda(ctx: FileContext) -> Iterator[Finding]:
                     new = rocm_url(om.group(2), version)
                     if new is not None and not om.group(2).endswith("torch_stable.html"):
                         vs = bstart + om.start(2)
-                        yield ctx.finding("PRT800", f"CUDA PyTorch wheel index {om.group(2)}: the ROCm {version} "
-                                          "index replaces it", vs, vs + len(om.group(2)), replacement=new,
-                                          fix=SAFE, fix_title=f"use {new}")
+                        yield _blocked(ctx.finding("PRT800", f"CUDA PyTorch wheel index {om.group(2)}: the ROCm "
+                                                   f"{version} index replaces it", vs, vs + len(om.group(2)),
+                                                   replacement=new, fix=SAFE, fix_title=f"use {new}"), ctx, problem)
                 continue
             try:
                 req = Requirement(body)

@@ -81,9 +81,9 @@ def test_scripts() -> None:
     assert fixed(src, "run.sh", family=FAM, unsafe=True) == (
         "docker run --device=/dev/kfd --device=/dev/dri --group-add video img\n")
     assert findings("echo nvidia-smi-like\n# nvidia-smi\n", "run.sh", family=FAM) == []
-    pip = "pip install torch==2.2.0+cu121 --index-url https://download.pytorch.org/whl/cu121\n"
+    pip = "pip install torch==2.7.0+cu121 --index-url https://download.pytorch.org/whl/cu121\n"
     assert fixed(pip, "ci.yml", family=FAM) == (
-        "pip install torch==2.2.0 --index-url https://download.pytorch.org/whl/rocm6.3\n")
+        "pip install torch==2.7.0 --index-url https://download.pytorch.org/whl/rocm6.3\n")
 
 
 def test_list_variables_and_nested_lists_are_gated() -> None:

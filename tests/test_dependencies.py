@@ -29,7 +29,7 @@ def facts(imports=IMPORTS, applied=()) -> RepoFacts:
 
 REQS = """# stack
 --extra-index-url https://download.pytorch.org/whl/cu121
-torch==2.1.0+cu121   # pinned
+torch==2.8.0+cu121   # pinned
 flash-attn==2.5.8
 xformers>=0.0.22
 numpy>=1.24  # keep
@@ -91,7 +91,7 @@ def test_torchao_added_only_after_torchao_rewrite() -> None:
     assert "torchao" not in plain
     for applied in (("PRT401",), ("PRT601",)):
         out = fixed(REQS, "requirements.txt", family=FAM, facts=facts(applied=applied))
-        assert "torch==2.1.0   # pinned\ntorchao>=0.11\n" in out
+        assert "torch==2.8.0   # pinned\ntorchao>=0.11\n" in out
     via_import = fixed(REQS, "requirements.txt", family=FAM, facts=facts(IMPORTS | {"torchao"}))
     assert "torchao>=0.11" in via_import
     # other families' fixes do not add it
@@ -163,7 +163,7 @@ def test_pyproject_still_loads_and_untouched_lines_identical() -> None:
         assert _changed_lines(text, out) <= reported | {r + 1 for r in reported}
     out = fixed(text, "pyproject.toml", family=FAM, facts=facts(applied=("PRT601",)))
     deps = tomllib.loads(out)["project"]["dependencies"]
-    assert deps == ["torch==2.1.0", "torchao>=0.11", "numpy"]
+    assert deps == ["torch==2.7.1", "torchao>=0.11", "numpy"]
     assert tomllib.loads(out)["project"]["optional-dependencies"]["gpu"] == ["cupy-cuda12x"]
     assert "apex" not in tomllib.loads(out)["tool"]["poetry"]["dependencies"]
 
@@ -195,7 +195,7 @@ def test_conda_pip_section() -> None:
 
     out = fixed(text, "environment.yml", family=FAM, facts=facts())
     pip = next(d for d in yaml.safe_load(out)["dependencies"] if isinstance(d, dict))["pip"]
-    assert pip == ["--extra-index-url https://download.pytorch.org/whl/rocm6.3", "torch==2.1.0", "einops"]
+    assert pip == ["--extra-index-url https://download.pytorch.org/whl/rocm6.3", "torch==2.7.0", "einops"]
 
 
 def test_torch_from_pypi_is_info_only() -> None:
@@ -205,11 +205,24 @@ def test_torch_from_pypi_is_info_only() -> None:
 
 
 def test_crlf_and_no_final_newline() -> None:
-    text = "--extra-index-url https://download.pytorch.org/whl/cu118\r\ntorch==2.0.1+cu118"
+    text = "--extra-index-url https://download.pytorch.org/whl/cu118\r\ntorch==2.7.0+cu118"
     out = fixed(text, "requirements.txt", family=FAM)
-    assert out == "--extra-index-url https://download.pytorch.org/whl/rocm6.3\r\ntorch==2.0.1"
+    assert out == "--extra-index-url https://download.pytorch.org/whl/rocm6.3\r\ntorch==2.7.0"
 
 
 def test_suppression_comment() -> None:
     text = "flash-attn==2.5.8  # porter: ignore[PRT802]\n"
     assert findings(text, "requirements.txt", family=FAM, facts=facts()) == []
+
+
+def test_index_kept_when_the_rocm_index_lacks_the_pinned_torch() -> None:
+    text = "--extra-index-url https://download.pytorch.org/whl/cu121\ntorch==2.1.0+cu121\n"
+    out = fixed(text, "requirements.txt", family=FAM)
+    assert out == "--extra-index-url https://download.pytorch.org/whl/cu121\ntorch==2.1.0\n"
+    msg = next(f.message for f in findings(text, "requirements.txt", family=FAM) if f.code == "PRT800")
+    assert "not published on the rocm6.3 index" in msg and "rocm5.6" in msg
+    s = settings_for(FAM, dependencies={"rocm-version": "5.6"})
+    assert "whl/rocm5.6\n" in fixed(text, "requirements.txt", settings=s)
+    # unpinned torch: the newest build on the ROCm index is taken
+    assert "rocm6.3" in fixed("--index-url https://download.pytorch.org/whl/cu121\ntorch>=2.1\n",
+                              "requirements.txt", family=FAM)

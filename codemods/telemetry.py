@@ -56,7 +56,9 @@ RULES = (
          Category.SHIM, fix=SAFE, effort_hours=0.25,
          explanation="`.free`/`.total` come from cudaMemGetInfo/hipMemGetInfo (bytes, exact). `.used` is "
          "`torch.cuda.device_memory_used` (NVML on NVIDIA; amdsmi `vram_used` in MiB on AMD: approximate, "
-         "so unsafe). A stored result becomes `porter_device.memory_info(i)` (fields free, total, used)."),
+         "so unsafe). A stored result becomes `porter_device.memory_info(i)` (fields free, total, used). "
+         "Note that `mem_get_info` initialises the GPU's CUDA/HIP context (some hundred MB on that device) "
+         "where NVML did not: a monitor that queries other GPUs than the one it computes on pays that once."),
     rule("PRT734", "nvml-utilization", NAME, "`nvmlDeviceGetUtilizationRates(h)` → `torch.cuda.utilization` / `memory_usage`.",
          Category.SHIM, fix=UNSAFE, effort_hours=0.25,
          explanation="Unsafe: on AMD these read amdsmi `gfx_activity` / `umc_activity`, activity counters "

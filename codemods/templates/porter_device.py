@@ -157,7 +157,10 @@ class UtilizationRates(NamedTuple):
 
 
 def memory_info(device: DeviceLike = None) -> MemoryInfo:
-    """Free and total memory from the runtime; used memory as the driver reports it."""
+    """Free and total memory from the runtime; used memory as the driver reports it.
+
+    ``torch.cuda.mem_get_info`` creates the device's CUDA/HIP context if it does not exist yet.
+    """
     free, total = torch.cuda.mem_get_info(device)
     return MemoryInfo(free=free, total=total, used=torch.cuda.device_memory_used(device))
 

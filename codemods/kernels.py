@@ -85,6 +85,12 @@ RULES = (
          Category.REPLACE, severity=Severity.WARNING, effort_hours=8.0,
          explanation="The CuTe Python DSL (nvidia-cutlass-dsl) compiles to NVIDIA GPUs only. Rewrite the "
          "kernel in Triton or PyTorch, or keep a PyTorch fallback path for ROCm."),
+    rule("PRT880", "tilelang-kernel", NAME,
+         "A TileLang kernel (`@tilelang.jit`): has a HIP backend, verify on AMD.",
+         Category.BENIGN, severity=Severity.INFO, effort_hours=1.0,
+         explanation="TileLang compiles for CUDA and for HIP (CDNA). Kernels tuned with NVIDIA-only "
+         "features (TMA, warp-group MMA, `T.ptx`/inline PTX) need a check; rerun the autotuner on the "
+         "target."),
     rule("PRT870", "cuda-source-file", NAME,
          "A CUDA source file (`.cu`/`.cuh`): per-file HIPify, build and test cost.",
          Category.REPLACE, severity=Severity.WARNING, effort_hours=FILE_HOURS,
@@ -280,6 +286,9 @@ class KernelsVisitor(PyVisitor):
             elif qual in {"numba.cuda.jit"}:
                 self.report(node.name, "PRT868", f"Numba CUDA kernel {node.name.value}: no AMD target; "
                             "rewrite in Triton or PyTorch", fix=Applicability.NONE)
+            elif qual in {"tilelang.jit"}:
+                self.report(node.name, "PRT880", f"TileLang kernel {node.name.value}: has a HIP backend; verify "
+                            "and retune on the target", fix=Applicability.NONE)
             elif qual in {"cutlass.cute.kernel", "cutlass.cute.jit"}:
                 self.report(node.name, "PRT879", f"CuTe DSL kernel {node.name.value} ({qual}): NVIDIA-only; "
                             "rewrite in Triton or PyTorch", fix=Applicability.NONE)
@@ -451,7 +460,7 @@ FAMILY = Family(
     title="Custom kernels: CUDA sources, extensions, Triton, CuPy, Numba",
     order=88,
     rules=RULES,
-    tokens=("load_inline", "cpp_extension", "cute.", "CUDAExtension", "triton", "cupy", "numba", "pycuda",
+    tokens=("load_inline", "cpp_extension", "cute.", "tilelang", "CUDAExtension", "triton", "cupy", "numba", "pycuda",
             "__global__", "__device__", "asm", "cutlass", "cute", "cub", "thrust", "wmma", "mma.h",
             "cooperative_groups", "cublas", "curand", "cusparse", "cufft", "cusolver", "nvrtc", "nccl.h",
             "cudnn", "cuda", "CUDA", "<<<", "threadIdx", "blockIdx"),

@@ -233,6 +233,7 @@ def _literal(node: cst.BaseExpression) -> tuple[int, ...] | int | None:
 
 _VENDOR_WORDS = {"nvidia": "nvidia", "geforce": "nvidia", "tesla": "nvidia", "quadro": "nvidia",
                  "amd": "amd", "radeon": "amd", "instinct": "amd"}
+_AMD_MODEL = re.compile(r"^(mi ?\d|gfx\d|rx ?\d|radeon pro|w\d{4})")
 _PARSERS = {"float", "int", "tuple", "packaging.version.parse", "packaging.version.Version",
             "distutils.version.LooseVersion", "pkg_resources.parse_version", "version.parse"}
 
@@ -486,6 +487,11 @@ class DevicesVisitor(PyVisitor):
             return
         hint = ("use porter_device.supports_fp8()/supports_bf16() for features, porter_device.gpu_arch() "
                 "for architecture-specific tuning")
+        if _AMD_MODEL.match(low):
+            self.report(node, "PRT701", f"AMD model test on the device name ({text!r}): marketing names differ "
+                        "between drivers and SKUs (\"AMD Instinct MI300X\", \"AMD Radeon Graphics\"); "
+                        "compare porter_device.gpu_arch() (e.g. \"gfx942\") instead", fix=NONE)
+            return
         self.report(node, "PRT701", f"model test on the device name ({text!r}) is never true on AMD "
                     f"(names like \"AMD Instinct MI300X\"); {hint}", fix=NONE)
 

@@ -189,6 +189,11 @@ class TelemetryVisitor(PyVisitor):
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         self._in_import += 1
+        if node.module is not None and not node.relative and dotted(node.module) == "pynvml" and \
+                isinstance(node.names, cst.ImportStar):
+            self.report(node, "PRT739", "`from pynvml import *`: porter cannot tell which names come from "
+                        "pynvml, so no call in this file is rewritten; import the names explicitly (or "
+                        "`import pynvml`) and run porter again", fix=NONE)
         if node.module is not None and not node.relative and dotted(node.module) == "nvtx":
             self.report(node, "PRT746", "import of the nvtx package: NVTX markers reach Nsight only; use "
                         "torch.cuda.nvtx (roctx on ROCm) or torch.profiler.record_function", fix=NONE)

@@ -277,6 +277,15 @@ def test_rewrite_uses_configured_module_and_creates_it_once() -> None:
     assert again.text == out.text and again.new_files == {}
 
 
+def test_relative_import_style_end_to_end() -> None:
+    s = settings_for("devices", devices={"module": "pkg.porter_device", "import-style": "relative"})
+    source = '"""doc"""\nfrom __future__ import annotations\n\nimport torch\n\n' + GATE.split("\n", 2)[2]
+    out = fix("pkg/sub/m.py", source, "python", s)
+    assert out.text.splitlines()[4] == "from .. import porter_device"
+    assert "use_bf16 = porter_device.supports_bf16()" in out.text
+    assert list(out.new_files) == ["pkg/porter_device.py"]
+
+
 def test_the_capability_module_itself_is_never_rewritten() -> None:
     assert fixed(GATE, "porter_device.py", family="devices") == GATE
     found = findings(template_text(), "porter_device.py", family="devices")

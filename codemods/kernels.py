@@ -358,14 +358,27 @@ def _ts() -> tuple[Any, Any, Any] | None:
     return lang, Parser(lang), Query(lang, _QUERY)
 
 
+class _SharedTree:
+    """The cache entry shape the warp_size family uses for the same key (``.tree`` plus the text
+    it was parsed from), so both families share one parse per file."""
+
+    def __init__(self, tree: Any, text: str) -> None:
+        self.tree = tree
+        self._porter_text = text
+
+
+_CACHE_KEY = "tree-sitter-cuda"
+
+
 def _tree(ctx: FileContext) -> Any:
-    tree = ctx.cache.get("tree-sitter-cuda")
-    if tree is None:
-        ts = _ts()
-        if ts is None:
-            return None
-        tree = ts[1].parse(ctx.text.encode("utf-8"))
-        ctx.cache["tree-sitter-cuda"] = tree
+    got = ctx.cache.get(_CACHE_KEY)
+    if got is not None and getattr(got, "_porter_text", None) is ctx.text and hasattr(got, "tree"):
+        return got.tree
+    ts = _ts()
+    if ts is None:
+        return None
+    tree = ts[1].parse(ctx.text.encode("utf-8", "surrogatepass"))
+    ctx.cache[_CACHE_KEY] = _SharedTree(tree, ctx.text)
     return tree
 
 
@@ -383,7 +396,14 @@ def _header(node: Any) -> str:
     return text.strip('<>"')
 
 
+_CPP_TOKENS = ("__global__", "__device__", "asm", "cutlass", "cute", "cub", "thrust", "wmma", "mma.h",
+               "cooperative_groups", "cublas", "curand", "cusparse", "cufft", "cusolver", "nvrtc", "nccl.h",
+               "cudnn", "cuda/")
+
+
 def check_cuda(ctx: FileContext) -> Iterator[Finding]:
+    if not _is_cuda_file(ctx.relpath) and not any(tok in ctx.text for tok in _CPP_TOKENS):
+        return  # a plain C/C++ file: nothing to inventory, skip the parse
     ts = _ts()
     tree = _tree(ctx)
     if ts is None or tree is None:
@@ -463,7 +483,7 @@ FAMILY = Family(
     tokens=("load_inline", "cpp_extension", "cute.", "tilelang", "CUDAExtension", "triton", "cupy", "numba", "pycuda",
             "__global__", "__device__", "asm", "cutlass", "cute", "cub", "thrust", "wmma", "mma.h",
             "cooperative_groups", "cublas", "curand", "cusparse", "cufft", "cusolver", "nvrtc", "nccl.h",
-            "cudnn", "cuda", "CUDA", "<<<", "threadIdx", "blockIdx"),
+            "cudnn", "cuda", "CUDA", "<<<", "threadIdx", "blockIdx", "#include", "#pragma"),
     python=KernelsVisitor,
     checkers={"cuda": check_cuda},
     description="Inventory only: lists the custom kernels a port has to delete, rewrite in Triton or "

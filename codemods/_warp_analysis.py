@@ -253,13 +253,22 @@ class Analyser:
         for node in self.caps.get("fn", []):
             quals = set()
             name = ""
+            decl = node.child_by_field_name("declarator")
             for child in node.children:
                 if child.type in ("__global__", "__device__", "__host__"):
                     quals.add(child.type)
-                elif child.type == "function_declarator":
-                    d = child.child_by_field_name("declarator")
-                    name = self.t(d) if d is not None else ""
-                    break
+            while decl is not None and decl.type not in ("function_declarator",):
+                decl = decl.child_by_field_name("declarator")
+            if decl is not None:
+                d = decl.child_by_field_name("declarator")
+                name = self.t(d) if d is not None else ""
+                # qualifiers hidden behind macros (`#define DEVICE_FUNCTION static inline __device__`)
+                prefix = self.data[node.start_byte : decl.start_byte].decode("utf-8", "surrogatepass")
+                for ident in _IDENT.findall(prefix):
+                    body = self.sym.defines.get(ident, "")
+                    for q in ("__global__", "__device__", "__host__"):
+                        if q in body:
+                            quals.add(q)
             if "__host__" in quals and quals & {"__global__", "__device__"}:
                 kind = "hd"
             elif quals & {"__global__", "__device__"}:
@@ -306,6 +315,10 @@ class Analyser:
                     coll.add(f.name)
                     changed = True
         self.collective_names = coll
+        self.ballot_wrappers = {
+            f.name for f in self.funcs
+            if f.kind != "host" and f.name and re.search(r"\breturn\b[^;]*\b(?:__ballot(?:_sync)?|__activemask)\s*\(", f.text)
+        }
         for f in self.funcs:
             self._taint(f)
 
@@ -537,6 +550,9 @@ class Analyser:
             self.site("PRT501", node, "a warp-mask parameter defaulting to the 32-bit full mask: on HIP the mask "
                       "must be the 64-bit `PORTER_FULL_MASK`.", edits, Applicability.SAFE, header=True)
 
+    def _calls_wrapper(self, text: str) -> bool:
+        return any(re.search(rf"\b{re.escape(w)}\s*\(", text) for w in self.ballot_wrappers)
+
     def _ballot_vars(self, f: Func) -> set[str]:
         out: set[str] = set()
         for d in self.caps.get("decl", []):
@@ -546,9 +562,9 @@ class Analyser:
                 if child.type == "init_declarator":
                     dn = child.child_by_field_name("declarator")
                     v = child.child_by_field_name("value")
-                    if dn is not None and v is not None and re.search(
+                    if dn is not None and v is not None and (re.search(
                         r"__ballot|__activemask|__match_any_sync|__match_all_sync", self.t(v)
-                    ):
+                    ) or self._calls_wrapper(self.t(v))):
                         out.add(self.t(dn))
         return out
 
@@ -566,8 +582,8 @@ class Analyser:
                     if child.type != "init_declarator":
                         continue
                     v = child.child_by_field_name("value")
-                    if v is None or not re.search(r"\b(?:__ballot(?:_sync)?|__activemask|__match_any_sync)\s*\(",
-                                                  self.t(v)):
+                    if v is None or not (re.search(r"\b(?:__ballot(?:_sync)?|__activemask|__match_any_sync)\s*\(",
+                                                   self.t(v)) or self._calls_wrapper(self.t(v))):
                         continue
                     edits = [self.edit(ty, "porter_lanemask_t")] if self.strategy == PHYSICAL else []
                     self.site("PRT502", d, f"lane mask stored in `{tytext}`: HIP ballots are 64-bit on wave64 and "
@@ -644,8 +660,8 @@ class Analyser:
             if init is None or upd is None or body is None:
                 continue
             bt = self.t(body)
-            if not (SHFL_CALL.search(bt) or any(re.search(rf"\b{re.escape(m)}\s*\(", bt) for m in self.macro_raw)):
-                continue
+            has_shfl = bool(SHFL_CALL.search(bt) or any(re.search(rf"\b{re.escape(m)}\s*\(", bt)
+                                                        for m in self.macro_raw))
             ut = re.sub(r"\s+", "", self.t(upd))
             value_node = None
             for child in init.named_children:
@@ -665,7 +681,7 @@ class Analyser:
                 cv = self.sym.value(m.group(2))
                 if cv is not None and m.group(1) == "<=":
                     cv += 1
-            if halving and v == 16:
+            if halving and v == 16 and has_shfl:
                 edits = []
                 if self.strategy == PHYSICAL:
                     edits = [self.edit(value_node, "PORTER_WARP_SIZE / 2")]
@@ -674,7 +690,11 @@ class Analyser:
                           "shuffles carry porter's logical width 32." if self.strategy == LOGICAL else
                           "warp reduction loop starting at 16: starts at PORTER_WARP_SIZE / 2 under the physical "
                           "strategy.", edits, Applicability.UNSAFE, header=True)
-            elif doubling and v == 1 and cv == 32:
+            elif (not has_shfl and re.search(r"\+\+$|^\+\+|\+=1$", ut) and v == 0 and cv == 32
+                  and re.search(r"\[[^\]]*\b(?:lane\w*|tid)\b[^\]]*\]", bt)):
+                self.site("PRT504", cond, "loop over the 32 entries of a warp indexed with a lane id: correct under "
+                          "porter's logical 32-lane warp, must follow PORTER_WARP_SIZE under the physical strategy.")
+            elif doubling and v == 1 and cv == 32 and has_shfl:
                 self.site("PRT504", cond, "scan/reduction loop bounded by 32 lanes; correct under porter's "
                           "logical 32-lane warp, must follow PORTER_WARP_SIZE under the physical strategy.")
 
@@ -686,7 +706,7 @@ class Analyser:
             if op is None or left is None or right is None:
                 continue
             o = self.t(op)
-            if o not in ("%", "&", "/", ">>", "<", ">=", "=="):
+            if o not in ("%", "&", "/", ">>", "*"):
                 continue
             f = self.func_at(b.start_byte)
             if f is None:
@@ -717,13 +737,13 @@ class Analyser:
                 if target is not None and re.search(r"bank", self.t(target), re.I):
                     continue
             hit = (o == "%" and rv == 32) or (o == "&" and rv == 31) or (o == "/" and rv == 32) or (
-                o == ">>" and rv == 5) or (o in ("%", "/") and warp_named)
+                o == ">>" and rv == 5) or (o in ("%", "/") and warp_named) or (o == "*" and (rv == 32 or warp_named))
             if not hit:
                 continue
             edits = []
             if self.strategy == PHYSICAL and not warp_named:
                 repl = {"%": "% PORTER_WARP_SIZE", "/": "/ PORTER_WARP_SIZE", "&": "& (PORTER_WARP_SIZE - 1)",
-                        ">>": "/ PORTER_WARP_SIZE"}[o]
+                        ">>": "/ PORTER_WARP_SIZE", "*": "* PORTER_WARP_SIZE"}[o]
                 edits = [(self.c(op.start_byte), self.c(right.end_byte), repl)]
             self.site("PRT505", b, f"lane/warp index arithmetic `{self.t(b)}` assumes 32-lane warps: with "
                       "wavefront-wide shuffles (HIP default width 64) the lane ids disagree with the shuffle "
@@ -874,7 +894,7 @@ class Analyser:
 
     def _volatile_trees(self) -> None:
         for f in self.funcs:
-            if f.kind == "host" or not re.search(r"\bvolatile\b", self.t(f.node)):
+            if f.kind == "host" or not (f.raw_warp or re.search(r"\bvolatile\b", self.t(f.node))):
                 continue
             for sub in self.caps.get("sub", []):
                 if not (f.start <= sub.start_byte < f.end):
@@ -882,14 +902,18 @@ class Analyser:
                 idx = sub.child_by_field_name("indices")
                 it = self.t(idx) if idx is not None else ""
                 m = re.fullmatch(r"\[\s*(\w+)\s*\+\s*(\w+)\s*\]", it)
-                if not m or self.sym.value(m.group(2)) not in (16, 32) or not self.tainted(m.group(1), f):
+                if not m or not self.tainted(m.group(1), f):
+                    continue
+                off = self.sym.value(m.group(2))
+                if off not in (16, 32) or (off == 16 and not re.search(r"\bvolatile\b", self.t(f.node))):
                     continue
                 stmt = sub
                 while stmt.parent is not None and stmt.type != "expression_statement":
                     stmt = stmt.parent
-                self.site("PRT514", stmt, "warp-synchronous `volatile` shared-memory reduction with fixed 32-lane "
-                          "steps: relies on implicit lockstep (undefined on Volta+) and covers 32 lanes, not a "
-                          "64-lane wavefront. Rewrite as a porter_shfl_down loop.")
+                self.site("PRT514", stmt, f"fixed 32-lane step `{self.t(sub)}` before a warp-level reduction: the "
+                          "tree covers 32 lanes, not a 64-lane wavefront (and a `volatile` warp-synchronous tree "
+                          "relies on implicit lockstep, undefined on Volta+). Correct under porter's logical "
+                          "32-lane warp when the rest of the reduction uses porter_shfl*; review it.")
                 break
 
     def _macro_bodies(self) -> None:

@@ -292,7 +292,8 @@ def test_try_repo_offline(tmp_path: Path) -> None:
     except WheelhouseError as exc:
         pytest.skip(f"cannot build an offline wheelhouse: {exc}")
     assert any(w.name.startswith("setuptools-") for w in wheels)
-    env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(tmp_path / "wheelhouse"))
+    # PIP_COMPILE=0: skip byte-compiling the hook env (it is thrown away after the test)
+    env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(tmp_path / "wheelhouse"), PIP_COMPILE="0")
     repo = _target_repo(tmp_path, env)
 
     # No hook id: both hooks run, in id order (porter-check, then porter-fix), sharing one

@@ -40,7 +40,8 @@ def render_text_summary(summary: AuditSummary) -> str:
         f"  {s.total} finding(s) in {s.files_scanned} file(s) scanned",
         "  by class:    " + ", ".join(f"{k} {v}" for k, v in s.by_category.items()),
         "  by fix:      " + ", ".join(f"{k} {v}" for k, v in s.by_fix.items())
-        + "  (safe: `porter apply`; unsafe: --unsafe-fixes; manual: a person)",
+        + f"  (safe: `porter apply`; unsafe: --unsafe-fixes; manual: no fix, {s.manual_work_sites} of them "
+        "need work, the rest is benign inventory)",
         "  by family:   " + (", ".join(f"{k} {v}" for k, v in s.by_family.items()) or "-"),
         f"  blockers:    {s.blockers_total} shim/replace site(s) without a safe fix",
     ]
@@ -56,6 +57,7 @@ def render_text_summary(summary: AuditSummary) -> str:
     lines += [f"    - {r}" for r in est.reasoning]
     lines += [
         f"  goal:        {fit.goal} (playbook: {fit.typical_effort}, {fit.risk} risk)",
+        f"    this estimate is {s.versus_typical}",
     ]
     lines += [f"    evidence: {e}" for e in fit.evidence]
     lines.append("  what it takes:")
@@ -100,7 +102,8 @@ def render_markdown(findings: Sequence[Finding], summary: AuditSummary, title: s
         f"- **Blockers:** {s.blockers_total} (shim/replace sites without a safe fix)",
         f"- **Estimate:** {est.low_days:g}-{est.high_days:g} engineer-days (point {est.days:g}, "
         f"{est.total_hours:g} h at {est.hours_per_day:g} focused h/day)",
-        f"- **Goal this repository fits:** {fit.goal} (playbook: {fit.typical_effort}, {fit.risk} risk)",
+        f"- **Goal this repository fits:** {fit.goal} (playbook: {fit.typical_effort}, {fit.risk} risk); "
+        f"this estimate is {s.versus_typical}",
         "",
     ]
     lines += _table(
@@ -111,7 +114,7 @@ def render_markdown(findings: Sequence[Finding], summary: AuditSummary, title: s
     lines += _table(
         ["fix", "findings", "who"],
         [["safe", s.by_fix["safe"], "porter apply"], ["unsafe", s.by_fix["unsafe"], "porter apply --unsafe-fixes, then review"],
-         ["manual", s.by_fix["manual"], "an engineer"], ["**total**", sum(s.by_fix.values()), ""]],
+         ["manual", s.by_fix["manual"], f"no fix: {s.manual_work_sites} need an engineer, the rest is inventory"], ["**total**", sum(s.by_fix.values()), ""]],
     )
     lines += ["", "### Estimate: how it was computed", ""]
     lines += [f"- {r}" for r in est.reasoning]

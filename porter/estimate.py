@@ -47,6 +47,10 @@ TRAINING_CODES = frozenset({"PRT060"})
 TRAINING_FAMILIES = frozenset({"distributed"})
 TRAINING_NAME_HINTS = ("optim", "grad-scaler", "ddp", "fsdp", "sync-batchnorm", "syncbn")
 
+# The playbook's typical effort per goal, in engineer-days (low, high; None = open-ended).
+TYPICAL_DAYS: dict[str, tuple[float, float | None]] = {"serve": (1.0, 5.0), "fine-tune": (5.0, 15.0),
+                                                       "bespoke": (20.0, None)}
+
 GOALS: tuple[tuple[str, str, str, str], ...] = (
     ("serve", "Serve an open-weights model on cheaper hardware", "days", "low"),
     ("fine-tune", "Train/fine-tune with FSDP on rented capacity", "1-3 weeks", "medium"),
@@ -188,6 +192,8 @@ class AuditSummary:
     goals: list[GoalFit]
     what_it_takes: list[str]
     automatic: dict[str, int] = field(default_factory=dict)  # code -> sites porter fixes (safe)
+    manual_work_sites: int = 0  # sites with no fix that carry effort (benign inventory excluded)
+    versus_typical: str = ""  # this estimate against the playbook's typical effort for the goal
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -280,6 +286,8 @@ def summarize(findings: list[Finding], files_scanned: int = 0) -> AuditSummary:
 
     goals = _goals(kernel_evidence, training_evidence, kernel_files)
     goal = next(g.key for g in goals if g.matched)
+    manual_work = sum(1 for f in findings if fix_level(f) == "manual" and effort_of(f) > 0
+                      and f.code != KERNEL_FILE_CODE)
     blockers = sorted((f for f in findings if is_blocker(f)), key=_blocker_key)
     top = [_blocker(f) for f in blockers[:TOP_BLOCKERS]]
     by_rule = sorted(rules.values(), key=lambda rc: (-rc.hours, -rc.count, rc.code))
@@ -288,9 +296,25 @@ def summarize(findings: list[Finding], files_scanned: int = 0) -> AuditSummary:
         files_scanned=files_scanned, total=len(findings), by_category=by_category,
         by_family=dict(sorted(by_family.items())), by_rule=by_rule, by_fix=by_fix, by_severity=by_severity,
         blockers_total=len(blockers), top_blockers=top, estimate=estimate, goal=goal, goals=goals,
-        what_it_takes=_what_it_takes(goal, estimate, by_fix, rules, kernel_evidence),
-        automatic=automatic,
+        what_it_takes=_what_it_takes(goal, estimate, by_fix, manual_work, kernel_evidence),
+        automatic=automatic, manual_work_sites=manual_work,
+        versus_typical=_versus_typical(goal, estimate, len(kernel_evidence), len(kernel_files)),
     )
+
+
+def _versus_typical(goal: str, est: Estimate, kernel_sites: int, kernel_files: int) -> str:
+    low, high = TYPICAL_DAYS[goal]
+    typical = f"{low:g}-{high:g} days" if high is not None else f"{low:g}+ days"
+    if est.high_days < low:
+        why = {"bespoke": f"the custom-kernel surface is small ({kernel_sites} site(s) in {kernel_files} CUDA "
+                          "file(s))",
+               "fine-tune": "few training-specific dependencies need porting",
+               "serve": "little needs porting"}[goal]
+        return f"below the playbook's typical {typical} for this goal: {why}"
+    if high is not None and est.low_days > high:
+        return (f"above the playbook's typical {typical} for this goal: many sites need manual work; "
+                "check the blockers first")
+    return f"within the playbook's typical {typical} for this goal"
 
 
 def _blocker_key(f: Finding) -> tuple[Any, ...]:
@@ -335,7 +359,7 @@ def _goals(kernels: list[Finding], training: list[Finding], kernel_files: set[st
     return out
 
 
-def _what_it_takes(goal: str, est: Estimate, by_fix: dict[str, int], rules: dict[str, RuleCount],
+def _what_it_takes(goal: str, est: Estimate, by_fix: dict[str, int], manual_work: int,
                    kernels: list[Finding]) -> list[str]:
     steps = []
     if by_fix["safe"]:
@@ -347,9 +371,8 @@ def _what_it_takes(goal: str, est: Estimate, by_fix: dict[str, int], rules: dict
     if kernels:
         steps.append(f"port {est.kernel_files} CUDA file(s) and {len(kernels)} custom-kernel site(s): delete, "
                      "rewrite in Triton, or HIPify and fix warp-size hazards")
-    manual = sum(rc.manual for rc in rules.values() if rc.code != KERNEL_FILE_CODE)
-    if manual:
-        steps.append(f"work through {manual} manual site(s) ({est.site_hours:g} h), blockers first")
+    if manual_work:
+        steps.append(f"work through {manual_work} manual site(s) ({est.site_hours:g} h), blockers first")
     if goal == "fine-tune":
         steps.append("validate collectives with rccl-tests and checkpoint portability before the first long run")
     if goal == "serve":

@@ -129,3 +129,14 @@ def test_real_fixture_summary_is_consistent() -> None:
     assert s.goal == "fine-tune"
     assert "flash-attn" in s.estimate.packages
     assert all(fix_level(x) in {"safe", "unsafe", "manual"} for x in found)
+
+
+def test_versus_typical_and_manual_work() -> None:
+    small = summarize([f("PRT870", path="k.cu"), f("PRT871", path="k.cu", line=2), f("PRT041", line=3)])
+    assert small.goal == "bespoke"
+    assert small.versus_typical.startswith("below the playbook's typical 20+ days")
+    assert small.manual_work_sites == 1  # the kernel; the device string is benign inventory
+    big = summarize([f("PRT872", path=f"k{i}.cu") for i in range(40)] + [f("PRT870", path=f"k{i}.cu") for i in range(40)])
+    assert big.versus_typical.startswith("within")
+    serve = summarize([f("PRT020", line=i, effort_hours=8.0) for i in range(1, 30)])
+    assert serve.goal == "serve" and serve.versus_typical.startswith("above")

@@ -423,10 +423,10 @@ class Analyser:
                               "on wave64. " + ("porter's logical-warp ballot (porter_ballot32) keeps this mask 32-bit."
                                                if self.strategy == LOGICAL else "Use the width-generic porter helper."),
                               edits, Applicability.UNSAFE, header=True)
-            elif name in ("meta_group_size", "meta_group_rank") or (
-                fnode is not None and self.t(fnode) in ("meta_group_size", "meta_group_rank")
-            ):
-                pass
+            elif re.search(r"(?:^|\.|->)meta_group_(?:size|rank)$", name):
+                self.site("PRT513", call, f"`{name}()` counts tiles of the cooperative-groups tile size: on HIP it "
+                          "must agree with the warp size the rest of the kernel assumes (DeepSpeed replaced it with "
+                          "explicit threadIdx / warp-size arithmetic on ROCm).")
 
     def _mask_kind(self, node: Node) -> str:
         txt = self.t(node)
@@ -822,6 +822,13 @@ class Analyser:
     def _templates(self) -> None:
         for node in self.caps.get("ttype", []):
             name = self.t(node.child_by_field_name("name"))
+            if name in ("thread_block_tile", "tiled_partition"):
+                args = node.child_by_field_name("arguments")
+                at = self.t(args)[1:-1].strip() if args is not None else ""
+                if self.sym.value(at) == 32 or self.sym.is_warp_name(at):
+                    self.site("PRT513", node, f"`{name}<{at}>`: a 32-lane tile is a logical warp on HIP wave64 (two "
+                              "tiles per wavefront); keep tile-based indexing (meta_group_rank) consistent with it.")
+                continue
             if name not in ("WarpReduce", "WarpScan", "WarpExchange", "WarpLoad", "WarpStore"):
                 continue
             args = node.child_by_field_name("arguments")
@@ -869,8 +876,9 @@ class Analyser:
             if not self.tainted(ct, f):
                 continue
             # whole-warp conditions keep every lane of a logical warp together
-            if re.fullmatch(r"\(\s*[\w.]+\s*<\s*(?:32|\w*WARP\w*|warpSize|\w*[Ww]arp[Ss]ize\w*)\s*\)", ct) or re.search(
-                r"\b(?:warp_?id|wid|warpId|warp)\s*==\s*0\b", ct
+            warp_const = r"(?:32|\w*WARP\w*|warpSize|\w*[Ww]arp[Ss]ize\w*)"
+            if re.fullmatch(rf"\(\s*[\w.]+\s*<\s*{warp_const}\s*\)", ct) or re.search(
+                rf"\b(?:warp_?id|wid|warpId|warp)\s*==\s*0\b|/\s*{warp_const}\s*\)?\s*==\s*0\b", ct
             ):
                 continue
             tt = self.t(then)

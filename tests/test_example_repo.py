@@ -252,7 +252,7 @@ WARP_LOOK_ALIKES = {
         "static_cast<uint32_t>(seed >> 32)",  # high half of a 64-bit seed
     ],
     "kernels/fused_softmax.cu": [
-        "__shared__ float tile[TILE_DIM][TILE_DIM + 1];",  # bank-conflict padding
+        "__shared__ float tile[32][33];",  # bank-conflict padding
         "const dim3 block(TILE_DIM, BLOCK_ROWS);",  # blockDim (32, 8), no warp intrinsics
         "const dim3 block(32, heads);",  # head_dim 64 / 2 threads, no warp intrinsics
         "rotary_kernel<HEAD_DIM_SMALL>",  # head-dim template instantiation

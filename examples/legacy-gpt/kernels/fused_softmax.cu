@@ -67,7 +67,7 @@ __global__ void scaled_softmax_kernel(const float* __restrict__ x, float* __rest
 
 // Classic shared-memory transpose; blockDim = (TILE_DIM, BLOCK_ROWS). No warp intrinsics.
 __global__ void transpose_kernel(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
-  __shared__ float tile[TILE_DIM][TILE_DIM + 1];
+  __shared__ float tile[32][33];  // TILE_DIM x (TILE_DIM + 1): padded against bank conflicts
   int x = blockIdx.x * TILE_DIM + threadIdx.x;
   int y = blockIdx.y * TILE_DIM + threadIdx.y;
   for (int j = 0; j < TILE_DIM; j += BLOCK_ROWS) {

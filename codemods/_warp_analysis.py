@@ -759,7 +759,10 @@ class Analyser:
         if rv != 32 and not warp_named:
             return
         left = self.t(b.child_by_field_name("left"))
-        if not re.search(r"thread|block|THREAD|BLOCK|CTA|\+\s*31\b|\+\s*\(?\s*\w*WARP", left) and not warp_named:
+        f = self.func_at(b.start_byte)
+        launches = f is not None and "<<<" in f.text
+        if not (re.search(r"thread|block|THREAD|BLOCK|CTA|\+\s*31\b|\+\s*\(?\s*\w*WARP", left) or warp_named
+                or launches):
             return
         self.physical_blockers.append((b.start_byte, "host launch geometry in warps"))
         self.site("PRT506", b, f"host geometry `{self.t(b)}` counts 32-lane warps for kernels in this file: consistent "

@@ -342,7 +342,7 @@ _GPUS = re.compile(r"--gpus(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
 _RUNTIME = re.compile(r"--runtime(?:=|\s+)nvidia\b|^\s*runtime:\s*nvidia\b|\bdriver:\s*nvidia\b")
 _K8S = re.compile(r"nvidia\.com/gpu\b")
 _NV_ENV = re.compile(r"(?<![\w$])(NVIDIA_VISIBLE_DEVICES|NVIDIA_DRIVER_CAPABILITIES|NVIDIA_REQUIRE_CUDA)\b")
-_ARCH_LIST = re.compile(r"(?<![\w$])TORCH_CUDA_ARCH_LIST(?=\s*[=:]|\s+\S)")
+_ARCH_LIST = re.compile(r"(?<![\w${])TORCH_CUDA_ARCH_LIST(?=\s*[=:]|\s+\S)")
 _URL = re.compile(CUDA_TORCH_INDEX.pattern)
 _TORCH_PIN = re.compile(r"(?<![\w.-])(torch|torchvision|torchaudio)(==|===|>=|<=|~=)([0-9][\w.]*)(\+cu\d+)")
 
@@ -353,7 +353,7 @@ _NV_IMAGE = re.compile(r"(?<![\w./-])(?:docker\.io/)?(?:nvcr\.io/nvidia/[\w.-]+(
 
 def _image_finding(ctx: FileContext, image: str, start: int, end: int) -> Finding:
     target = str(ctx.settings.option(NAME, "rocm-image", DEFAULT_IMAGE))
-    if image.startswith("nvcr.io/nvidia/pytorch"):
+    if image.startswith("nvcr.io/nvidia/pytorch") and (":" in image or "@" in image):
         return ctx.finding("PRT844", f"{image} is NVIDIA's PyTorch container: start from {target} (AMD's PyTorch "
                            f"container) and run it with {DEVICE_FLAGS}", start, end, replacement=target,
                            fix=UNSAFE, fix_title=f"use {target}")

@@ -107,3 +107,9 @@ def test_list_variables_and_nested_lists_are_gated() -> None:
         body = out.split("\n", 2)[2].split("e = CUDAExtension")[0]
         exec(compile(body, "setup.py", "exec"), {"torch": _T}, ns)
         assert ns["base"] == (["-O3"] if hip else ["-O3", "-arch=sm_80"])
+
+
+def test_untagged_image_names_and_arch_list_references() -> None:
+    src = 'BASE_IMAGE="nvcr.io/nvidia/pytorch"\nexport TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-8.0}"\n'
+    found = findings(src, "check.sh", family=FAM)
+    assert [(f.line, f.code, f.fix.value) for f in found] == [(1, "PRT844", "none"), (2, "PRT842", "none")]

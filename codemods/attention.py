@@ -257,7 +257,7 @@ class AttentionVisitor(PyVisitor):
         self._returned: set[int] = set()  # calls directly returned
         self._assigned: dict[int, str] = {}  # call -> name it is assigned to
         self._fa = flash_version(ctx.facts.pins.get("flash-attn"))
-        self._old_torch = _old_torch(ctx.facts.pins.get("torch"))
+        self._torch_pin = ctx.facts.pins.get("torch")
 
     # -- context tracking ----------------------------------------------------------------
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -343,6 +343,7 @@ class AttentionVisitor(PyVisitor):
             if bound.error:
                 raise _Blocked(bound.error)
             self._plan_flash(node, short, bound.args, plan)
+            self._check_torch(plan)
         except _Blocked as exc:
             self.report(node, code, f"{short} not rewritten: {exc}", fix=Applicability.NONE)
             return
@@ -397,9 +398,6 @@ class AttentionVisitor(PyVisitor):
             plan.unsafe = ("deterministic=" + flat(self.code(a["deterministic"])) + " dropped: SDPA has no "
                            "per-call deterministic backward (forward is identical; backward may differ "
                            "run to run at rounding level)")
-        if self._old_torch:
-            raise _Blocked(f"the repo pins torch `{self._old_torch}` (< 2.5): enable_gqa and zero output for "
-                           "fully masked rows need torch >= 2.5")
 
         # -- tensors
         pos = self.span(node)[0]
@@ -506,6 +504,22 @@ class AttentionVisitor(PyVisitor):
                 plan.kwargs.append(("enable_gqa", "True"))
         plan.out_suffix = ".transpose(1, 2)"
 
+    def _check_torch(self, plan: Plan) -> None:
+        """Block when the repo's torch pin admits no release the emitted code runs on."""
+        names = {k for k, _ in plan.kwargs}
+        values = " ".join(v for _, v in plan.kwargs)
+        if "enable_gqa" in names:
+            need, why = (2, 5), "enable_gqa"
+        elif "causal_lower_right" in values or ".tril(" in values or ".triu(" in values:
+            need, why = (2, 5), "zero output for rows a mask leaves empty (flash-attn's behaviour)"
+        elif "scale" in names:
+            need, why = (2, 1), "the scale= argument"
+        else:
+            return
+        if self._torch_pin and not _torch_admits(self._torch_pin, need):
+            raise _Blocked(f"the repo pins torch `{self._torch_pin}`, but {why} needs torch >= "
+                           f"{need[0]}.{need[1]}")
+
     def _not_plain(self, *exprs: cst.BaseExpression) -> str:
         bad = [f"`{flat(self.code(e))[:40]}`" for e in exprs if not is_simple(e)]
         return " and ".join(bad) + (" is" if len(bad) == 1 else " are") + " not a plain name"
@@ -550,6 +564,7 @@ class AttentionVisitor(PyVisitor):
             if bound.error:
                 raise _Blocked(bound.error)
             code = self._plan_xformers(node, bound.args, plan)
+            self._check_torch(plan)
         except _Blocked as exc:
             msg = str(exc)
             code = "PRT201" if msg.startswith("block-diagonal") else "PRT200"
@@ -566,9 +581,6 @@ class AttentionVisitor(PyVisitor):
                 raise _Blocked("output_dtype is set (SDPA returns the query dtype)")
         except NotLiteral:
             raise _Blocked("output_dtype is not literally None (SDPA returns the query dtype)") from None
-        if self._old_torch:
-            raise _Blocked(f"the repo pins torch `{self._old_torch}` (< 2.5): zero output for fully masked rows "
-                           "needs torch >= 2.5")
         for t in (q, k, v):
             plan.inputs.append(f"{atom(flat(self.code(t)), t)}.transpose(1, -2)")
         plan.notes.append("head axis moved with .transpose(1, -2): swaps M and H of 4-D [B, M, H, K], "
@@ -855,26 +867,22 @@ def qsrc_dev(q: cst.BaseExpression, v: AttentionVisitor) -> str:
     return f"{flat(v.code(q))}.device" if is_simple(q) else "None"
 
 
-def _old_torch(spec: str | None) -> str | None:
-    """The torch pin when every release it admits is older than 2.5, else None."""
-    if not spec or not spec.strip():
-        return None
+def _torch_admits(spec: str, need: tuple[int, int]) -> bool:
+    """Whether the torch specifier admits a release >= ``need`` (unparsable pins: assume yes)."""
     text = spec.strip()
-    if text.startswith("==") and "," not in text:
+    if not text:
+        return True
+    if text.startswith("==") and "," not in text and "*" not in text:
         try:
-            version = Version(text.lstrip("=").strip())
+            return Version(text.lstrip("=").strip()).release[:2] >= need
         except InvalidVersion:
-            return None
-        return spec if version.release[:2] < (2, 5) else None
+            return True
     try:
         sset = SpecifierSet(text)
     except InvalidSpecifier:
-        return None
-    newer = ("2.5.0", "2.6.0", "2.8.0", "2.10.0", "2.13.0", "3.0.0")
-    older = ("1.13.1", "2.0.1", "2.1.2", "2.2.2", "2.3.1", "2.4.1")
-    if any(sset.contains(c, prereleases=True) for c in newer):
-        return None
-    return spec if any(sset.contains(c, prereleases=True) for c in older) else None
+        return True
+    candidates = ("2.0.1", "2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.8.0", "2.10.0", "2.13.0", "3.0.0")
+    return any(sset.contains(c, prereleases=True) for c in candidates if Version(c).release[:2] >= need)
 
 
 FAMILY = Family(

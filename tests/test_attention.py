@@ -72,12 +72,18 @@ def test_unknown_version_is_stated_in_message() -> None:
     assert "assumed" not in g.message and "2.1+" in g.message
 
 
-def test_old_torch_pin_blocks() -> None:
+def test_old_torch_pin_blocks_only_what_it_must() -> None:
     src = "from flash_attn import flash_attn_func\n\n\ndef f(q, k, v):\n    return flash_attn_func(q, k, v)\n"
     (f,) = found(src, {"torch": "==2.3.1"})
-    assert f.fix == Applicability.NONE and "2.5" in f.message
+    assert f.fix == Applicability.NONE and "enable_gqa needs torch >= 2.5" in f.message
     (g,) = found(src, {"torch": ">=2.1"})
     assert g.fix == Applicability.SAFE
+    xf = "import xformers.ops as xops\n\n\ndef f(q, k, v):\n    return xops.memory_efficient_attention(q, k, v{})\n"
+    assert found(xf.format(""), {"torch": "==2.0.0"})[0].fix == Applicability.SAFE
+    assert found(xf.format(", scale=0.5"), {"torch": "==2.0.0"})[0].fix == Applicability.NONE
+    assert found(xf.format(", scale=0.5"), {"torch": ">=2.0,<2.2"})[0].fix == Applicability.SAFE
+    bottom_right = xf.format(", xops.LowerTriangularFromBottomRightMask()")
+    assert found(bottom_right, {"torch": "<2.5"})[0].fix == Applicability.NONE
 
 
 # -- imports and aliases ----------------------------------------------------------------------

@@ -167,3 +167,10 @@ def test_strategy_option_is_validated_to_logical() -> None:
     assert replace(s) == s
     out = fix("k.cu", KERNEL, "cuda", s).text
     assert "porter_shfl_xor(v, o);" in out
+
+
+def test_porters_own_header_is_never_reported_or_patched() -> None:
+    text = header_text()
+    assert findings(text, "csrc/porter_warp.h", family="warp_size") == []
+    assert findings(text, "csrc/other_name.h", family="warp_size") == []  # ignore-file comment
+    assert fixed(text, "csrc/porter_warp.h", family="warp_size") == text

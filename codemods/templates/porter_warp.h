@@ -16,6 +16,8 @@
 // mask use the *_sync builtins when PORTER_HIP_SYNC_BUILTINS is 1 (auto-detected from HIP_VERSION,
 // override with -DPORTER_HIP_SYNC_BUILTINS=0/1); 32-bit (logical) masks use the maskless family.
 //
+// porter: ignore-file (this header is porter's own; its raw intrinsics are intentional)
+//
 // Do not build with -mwavefrontsize64 on RDNA: the arch test below cannot see that flag.
 #ifndef PORTER_WARP_H_
 #define PORTER_WARP_H_

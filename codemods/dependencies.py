@@ -67,8 +67,11 @@ RULES = (
          "version from either index, so an unpinned torch can still come from PyPI: pin it). A CUDA "
          "`torch_stable.html` find-links page becomes `--extra-index-url`. When `+cuXXX` pins are "
          "stripped from a file with no PyTorch index at all, the ROCm index line is added above the "
-         "first of them. Other CUDA-only indexes (pypi.nvidia.com, PyG/DGL CUDA wheel pages) are "
-         "reported.",
+         "first of them. The move is SAFE only when every exact torch/torchvision/torchaudio pin of the "
+         "file is published on that ROCm index (porter carries PyTorch's torch-minor to ROCm-index "
+         "matrix for torch 2.0-2.9); otherwise the line is reported with the ROCm versions that carry "
+         "the pin. Files in hash-checking mode keep their CUDA index while hashed `+cu` pins remain. "
+         "Other CUDA-only indexes (pypi.nvidia.com, PyG/DGL CUDA wheel pages) are reported.",
          example="```\n--extra-index-url https://download.pytorch.org/whl/cu121\n# becomes\n"
          "--extra-index-url https://download.pytorch.org/whl/rocm6.3\n```"),
     rule("PRT801", "cuda-local-version", NAME,
@@ -535,7 +538,7 @@ def check_pyproject(ctx: FileContext) -> Iterator[Finding]:
     strings = toml_strings(text)
     reqs = []
     for s in strings:
-        if s.in_array and _is_req_array(s.table, s.key):
+        if s.in_array and not s.inline_key and _is_req_array(s.table, s.key):
             try:
                 reqs.append(Requirement(s.value))
             except InvalidRequirement:
@@ -557,7 +560,7 @@ def check_pyproject(ctx: FileContext) -> Iterator[Finding]:
                                        "replaces it", s.start, s.end, replacement=f"{quote}{url}{quote}", fix=SAFE,
                                        fix_title=f"use {url}"), ctx, problem)
             continue
-        if s.in_array and _is_req_array(s.table, s.key):
+        if s.in_array and not s.inline_key and _is_req_array(s.table, s.key):
             try:
                 req = Requirement(s.value)
             except InvalidRequirement:
@@ -720,8 +723,9 @@ def check_setup_cfg(ctx: FileContext) -> Iterator[Finding]:
                 (section == "options" and key in ("install_requires", "setup_requires"))
                 or section == "options.extras_require")
             if in_list and value.strip():
-                yield from _cfg_requirement(ctx, ls + len(key) + 1 + (len(value) - len(value.lstrip())),
-                                            value.strip(), ls, le, single=True)
+                body = value.split(" #", 1)[0].split(" ;", 1)[0].strip()
+                yield from _cfg_requirement(ctx, ls + line.index("=") + 1 + (len(value) - len(value.lstrip())),
+                                            body, ls, le, single=True)
             continue
         if not in_list:
             continue

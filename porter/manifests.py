@@ -475,6 +475,25 @@ def _conda_version(rest: str) -> str:
     return rest
 
 
+def _pins_pipfile(text: str) -> Iterator[tuple[str, str]]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return
+    for section in ("packages", "dev-packages"):
+        for dist, spec in (data.get(section, {}) or {}).items():
+            if isinstance(spec, dict):
+                spec = spec.get("version", "")
+            if not isinstance(spec, str):
+                continue
+            spec = "" if spec.strip() == "*" else spec.strip()
+            try:
+                spec = str(SpecifierSet(spec))
+            except InvalidSpecifier:
+                spec = ""
+            yield canonicalize_name(dist), spec
+
+
 def _pins_lock(name: str, text: str) -> Iterator[tuple[str, str]]:
     if name == "Pipfile.lock":
         try:
@@ -505,6 +524,8 @@ def _pins_of(relpath: str, text: str) -> Iterator[tuple[str, str]]:
         yield from _requirements_from_strings(setup_py_requirements(text))
     elif name == "setup.cfg":
         yield from _pins_setup_cfg(text)
+    elif name == "Pipfile":
+        yield from _pins_pipfile(text)
     else:
         lang = languages.detect(relpath)
         if lang == languages.REQUIREMENTS or _in_requirements_dir(relpath):

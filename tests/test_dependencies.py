@@ -226,3 +226,13 @@ def test_index_kept_when_the_rocm_index_lacks_the_pinned_torch() -> None:
     # unpinned torch: the newest build on the ROCm index is taken
     assert "rocm6.3" in fixed("--index-url https://download.pytorch.org/whl/cu121\ntorch>=2.1\n",
                               "requirements.txt", family=FAM)
+
+
+def test_setup_cfg_single_line_values() -> None:
+    text = "[options]\ninstall_requires = torch==2.7.1+cu126  # gpu\n"
+    assert fixed(text, "setup.cfg", family=FAM) == "[options]\ninstall_requires = torch==2.7.1  # gpu\n"
+
+
+def test_dependency_group_includes_are_not_requirements() -> None:
+    text = '[dependency-groups]\ndev = [{include-group = "apex"}, "pytest"]\n'
+    assert findings(text, "pyproject.toml", family=FAM, facts=facts()) == []

@@ -117,3 +117,8 @@ def test_toml_strings_tables_keys_and_offsets() -> None:
                    ("tool.poetry.dependencies", "c", "s", False, "source")]
     for s in toml_strings(text):
         assert text[s.start + 1 : s.end - 1] == s.value
+
+
+def test_pipfile() -> None:
+    text = '[packages]\ntorch = "==2.5.1"\nnumpy = "*"\nxformers = {version = ">=0.0.23", index = "pytorch"}\n'
+    assert collect_pins({"Pipfile": text}) == {"numpy": "", "torch": "==2.5.1", "xformers": ">=0.0.23"}

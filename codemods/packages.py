@@ -30,6 +30,8 @@ class Package:
     advice: str  # the portable route
     use_category: Category | None = None  # class of a use site (default: the package's)
     use_effort: float | None = None  # manual hours per use site (default: PRT020's)
+    report_uses: bool = True  # False: the import is the inventory item (kernel DSLs: the kernels
+    # family reports each kernel; every Int32/Float32 reference would only be noise)
 
 
 PACKAGES: tuple[Package, ...] = (
@@ -59,7 +61,7 @@ PACKAGES: tuple[Package, ...] = (
             "TensorRT is NVIDIA-only: use torch.compile, ONNX Runtime (MIGraphX/ROCm providers) or MIGraphX"),
     Package("cutlass", "nvidia-cutlass-dsl", "PRT027", "cutlass-python-import", Category.REPLACE,
             "CUTLASS's Python DSL/interface targets NVIDIA GPUs only: keep a Triton or PyTorch path for ROCm "
-            "(kernels are reported by the kernels family)", use_effort=0.0),
+            "(kernels are reported by the kernels family)", use_effort=0.0, report_uses=False),
     Package("cuda.bindings", "cuda-python", "PRT026", "cuda-python-import", Category.REPLACE,
             "NVIDIA's cuda-python bindings: use hip-python (`from hip import hip, hiprtc`) or torch.cuda APIs"),
 )
@@ -361,6 +363,8 @@ class PackagesVisitor(PyVisitor):
         self._skip.add(id(node.name))
 
     def _use(self, node: cst.CSTNode, pkg: Package, qual: str) -> None:
+        if not pkg.report_uses:
+            return
         self.report(node, "PRT020", f"use of {qual} from CUDA-only package {pkg.dist}; {pkg.advice}",
                     fix=Applicability.NONE, generic=True, category=pkg.use_category or pkg.category,
                     effort_hours=pkg.use_effort,

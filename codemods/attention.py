@@ -152,6 +152,12 @@ RULES = (
          "KV cache. The portable routes are `varlen_attn` (GPU, no dropout) or SDPA with a boolean "
          "block-diagonal mask built from the recorded lengths; `BlockDiagonalCausalMask` is top-left "
          "per block, unlike varlen's bottom-right."),
+    rule("PRT202", "xformers-unbind", NAME,
+         "`xformers.ops.unbind(x, dim)` → `torch.unbind(x, dim=dim)`.",
+         Category.REPLACE, severity=Severity.WARNING, fix=Applicability.SAFE, effort_hours=0.1,
+         explanation="xformers' `unbind` returns the same views as `torch.unbind` (its only difference is a "
+         "cheaper backward when the pieces are stacked again). The rewrite keeps the arguments, bound by "
+         "xformers' signature `(x, dim)`, as keywords.\n\n" + _SAFETY),
     rule("PRT210", "xformers-components", NAME,
          "`xformers.components` was removed in xformers 0.0.34: rebuild on SDPA / nn.MultiheadAttention.",
          Category.REPLACE, severity=Severity.WARNING, effort_hours=3.0,
@@ -303,6 +309,8 @@ class AttentionVisitor(PyVisitor):
             short = _xf_short(qual)
             if short in _XF_FUNCS:
                 self._xformers(node, qual, short)
+            elif short == "unbind" or qual == "xformers.ops.unbind.unbind":
+                self._xformers_unbind(node, qual)
             elif qual.startswith("xformers.components"):
                 self.report(node, "PRT210", f"{qual}: xformers.components was removed in xformers 0.0.34; "
                             "rebuild this on SDPA or nn.MultiheadAttention", fix=Applicability.NONE)
@@ -544,6 +552,10 @@ class AttentionVisitor(PyVisitor):
             return ("shape", "name:" + expr.value)
         value = assign.value
         if assign.unpacked:
+            if isinstance(value, cst.Call) and self.qualname(value.func) in {
+                "torch.unbind", "xformers.ops.unbind", "xformers.ops.unbind.unbind"
+            }:
+                return ("shape", str(assign.start))  # unbind: equal-shaped pieces
             return unpack_key(value, assign.start)
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in {
             "view", "reshape"
@@ -571,6 +583,20 @@ class AttentionVisitor(PyVisitor):
             self.report(node, code, f"{short} not rewritten: {msg}", fix=Applicability.NONE)
             return
         self._emit(node, code, short, plan)
+
+    def _xformers_unbind(self, node: cst.Call, qual: str) -> None:
+        bound = bind(node, ("x", "dim"), ("x", "dim"))
+        x, dim = bound.args.get("x"), bound.args.get("dim")
+        if bound.error or x is None or dim is None:
+            self.report(node, "PRT202", f"xformers unbind not rewritten: {bound.error or 'x or dim missing'}",
+                        fix=Applicability.NONE)
+            return
+        torch_ = self._torch()
+        text = f"{torch_}.unbind({flat(self.code(x))}, dim={flat(self.code(dim))})"
+        adds = ("import torch",) if not self.ctx.imports.alias_for("torch") else ()
+        self.report(node, "PRT202", "xformers unbind → torch.unbind (same views)", replacement=text,
+                    fix=Applicability.SAFE, fix_title="use torch.unbind", add_imports=adds,
+                    remove_imports=self._library_imports(node))
 
     def _plan_xformers(self, node: cst.Call, a: dict[str, cst.BaseExpression], plan: Plan) -> str:
         q, k, v = a.get("query"), a.get("key"), a.get("value")

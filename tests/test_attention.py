@@ -198,3 +198,19 @@ def test_rewritten_fixture_imports_without_the_packages(name: str) -> None:
         assert ns["HAS_FLASH"] is True  # the gate now selects the portable path
     if name == "xformers_basic":
         assert ns["XFORMERS_AVAILABLE"] is True
+
+
+def test_xformers_unbind_is_torch_unbind_and_proves_equal_lengths() -> None:
+    src = ("from xformers.ops import unbind\nfrom flash_attn import flash_attn_func\n\n\ndef f(qkv):\n"
+           "    q, k, v = unbind(qkv, 2)\n    return flash_attn_func(q, k, v, causal=True)\n")
+    out = port(src)
+    assert "q, k, v = torch.unbind(qkv, dim=2)" in out and "is_causal=True" in out
+    assert "xformers" not in out and "flash_attn" not in out and out.startswith("import torch\n")
+    torch = pytest.importorskip("torch")
+    from reference.attention_ref import fake_modules
+
+    qkv = torch.randn(2, 5, 3, 2, 8)
+    ns: dict = {}
+    exec(out, ns)
+    ref = fake_modules()["flash_attn"].flash_attn_func(*qkv.unbind(2), causal=True)
+    assert torch.allclose(ns["f"](qkv), ref, atol=2e-5)

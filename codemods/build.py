@@ -171,19 +171,19 @@ class BuildVisitor(PyVisitor):
 
     # gates: code under `if torch.version.hip` / `x if IS_HIP_EXTENSION else y` is left alone
     def visit_If(self, node: cst.If) -> None:
-        if _HIP_TEST.search(self.code(node.test)):
+        if self.active and _HIP_TEST.search(self.code(node.test)):
             self._gated += 1
 
     def leave_If(self, original_node: cst.If) -> None:
-        if _HIP_TEST.search(self.code(original_node.test)):
+        if self.active and _HIP_TEST.search(self.code(original_node.test)):
             self._gated -= 1
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        if _HIP_TEST.search(self.code(node.test)):
+        if self.active and _HIP_TEST.search(self.code(node.test)):
             self._gated += 1
 
     def leave_IfExp(self, original_node: cst.IfExp) -> None:
-        if _HIP_TEST.search(self.code(original_node.test)):
+        if self.active and _HIP_TEST.search(self.code(original_node.test)):
             self._gated -= 1
 
     def visit_Import(self, node: cst.Import) -> None:

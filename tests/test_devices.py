@@ -296,3 +296,25 @@ def test_family_registered_with_its_code_range() -> None:
     codes = [r.code for r in devices.FAMILY.rules]
     assert all("PRT700" <= c <= "PRT729" for c in codes)
     assert devices.FAMILY.order == 60
+
+
+def test_allow_tf32_is_kept_because_the_precision_api_is_not_equivalent() -> None:
+    """`set_float32_matmul_precision("high")` is not an exact spelling of `allow_tf32 = True`: it also
+    switches oneDNN (CPU) matmuls to TF32. So porter reports the flag and leaves it."""
+    import subprocess
+
+    found = findings("import torch\n\ntorch.backends.cuda.matmul.allow_tf32 = True\n", family="devices")
+    assert [(f.code, f.fix) for f in found] == [("PRT710", Applicability.NONE)]
+    probe = (
+        "import torch\n"
+        "torch.backends.cuda.matmul.allow_tf32 = True\n"
+        "a = torch.backends.mkldnn.matmul.fp32_precision\n"
+        "torch.backends.cuda.matmul.allow_tf32 = False\n"
+        "torch.set_float32_matmul_precision('high')\n"
+        "b = torch.backends.mkldnn.matmul.fp32_precision\n"
+        "print(a, b, torch.backends.cuda.matmul.allow_tf32)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    legacy, modern, cuda_flag = out.stdout.split()
+    assert cuda_flag == "True"  # both spellings set the CUDA/ROCm flag...
+    assert legacy != modern  # ...but only one of them changes CPU matmul precision

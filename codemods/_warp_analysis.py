@@ -139,6 +139,7 @@ class Analyser:
         self.caps: dict[str, list[Node]] = {}
         self.physical_blockers: list[tuple[int, str]] = []
         self.macro_raw: set[str] = set()
+        self.aliases: dict[str, str] = {}
 
     # -- offsets ------------------------------------------------------------------------------------
     def c(self, byte: int) -> int:
@@ -236,6 +237,12 @@ class Analyser:
                     v = child.child_by_field_name("value")
                     if d is not None and v is not None and d.type == "identifier":
                         self.sym.consts.setdefault(self.t(d), self.t(v))
+        # object-like aliases of warp intrinsics (`#define SHFL_DOWN __shfl_down`)
+        self.aliases = {
+            n: b.strip() for n, b in self.sym.defines.items()
+            if re.fullmatch(r"__shfl(?:_up|_down|_xor)?(?:_sync)?|__ballot(?:_sync)?|__any_sync|__all_sync|"
+                            r"__activemask|__syncwarp", b.strip())
+        }
         # function-like macros whose bodies call raw warp intrinsics
         changed = True
         while changed:
@@ -281,7 +288,7 @@ class Analyser:
         raw_names: set[str] = set()
         for f in self.funcs:
             called = set(re.findall(r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*>)?\s*\(", f.text))
-            if RAW_WARP_CALL.search(f.text) or called & self.macro_raw:
+            if RAW_WARP_CALL.search(f.text) or called & (self.macro_raw | set(self.aliases)):
                 f.raw_warp = True
                 raw_names.add(f.name)
             if PTX_MMA.search(f.text) or re.search(r"\bwmma::|\bnvcuda::wmma", f.text):
@@ -401,32 +408,42 @@ class Analyser:
                 continue
             args = self._args(call)
             f = self.func_at(call.start_byte)
-            if name in SHUFFLES_SYNC:
-                self._shuffle_sync(call, fnode, name, args)
-            elif name in SHUFFLES_LEGACY:
-                self._shuffle_legacy(call, fnode, name, args)
-            elif name in VOTES_SYNC or name == "__activemask" or name in VOTES_LEGACY:
-                self._vote(call, fnode, name, args)
-            elif name == "__syncwarp":
-                self._syncwarp(call, fnode, args)
-            elif NV_ONLY.match(name):
-                self.site("PRT518", call, f"`{name}` is an NVIDIA-only warp primitive with no portable HIP "
-                          "equivalent on every ROCm release; rewrite it with shuffles or ballots (porter_* helpers).")
-            elif name in BIT_CONSUMERS and args and f is not None and f.raw_warp:
-                a = self.t(args[0])
-                ballot_vars = self._ballot_vars(f)
-                if re.search(r"__ballot|__activemask|__match_any", a) or set(_IDENT.findall(a)) & ballot_vars:
-                    edits = []
-                    if self.strategy == PHYSICAL and BIT_CONSUMERS[name]:
-                        edits = [self.edit(fnode, BIT_CONSUMERS[name])]
-                    self.site("PRT503", call, f"`{name}` on a lane mask assumes 32 bits: HIP ballots are 64-bit "
-                              "on wave64. " + ("porter's logical-warp ballot (porter_ballot32) keeps this mask 32-bit."
-                                               if self.strategy == LOGICAL else "Use the width-generic porter helper."),
-                              edits, Applicability.UNSAFE, header=True)
-            elif re.search(r"(?:^|\.|->)meta_group_(?:size|rank)$", name):
-                self.site("PRT513", call, f"`{name}()` counts tiles of the cooperative-groups tile size: on HIP it "
-                          "must agree with the warp size the rest of the kernel assumes (DeepSpeed replaced it with "
-                          "explicit threadIdx / warp-size arithmetic on ROCm).")
+            if name in self.aliases:  # reported through the alias, not patched (it may differ per platform)
+                before = len(self.sites)
+                self._dispatch_call(call, fnode, self.aliases[name], args, f)
+                for site in self.sites[before:]:
+                    site.edits, site.fix, site.needs_header = [], Applicability.NONE, False
+                    site.message += f" (called through the macro alias `{name}`; patch the macro by hand)"
+                continue
+            self._dispatch_call(call, fnode, name, args, f)
+
+    def _dispatch_call(self, call: Node, fnode: Node, name: str, args: list[Node], f: Func | None) -> None:
+        if name in SHUFFLES_SYNC:
+            self._shuffle_sync(call, fnode, name, args)
+        elif name in SHUFFLES_LEGACY:
+            self._shuffle_legacy(call, fnode, name, args)
+        elif name in VOTES_SYNC or name == "__activemask" or name in VOTES_LEGACY:
+            self._vote(call, fnode, name, args)
+        elif name == "__syncwarp":
+            self._syncwarp(call, fnode, args)
+        elif NV_ONLY.match(name):
+            self.site("PRT518", call, f"`{name}` is an NVIDIA-only warp primitive with no portable HIP "
+                      "equivalent on every ROCm release; rewrite it with shuffles or ballots (porter_* helpers).")
+        elif name in BIT_CONSUMERS and args and f is not None and f.raw_warp:
+            a = self.t(args[0])
+            ballot_vars = self._ballot_vars(f)
+            if re.search(r"__ballot|__activemask|__match_any", a) or set(_IDENT.findall(a)) & ballot_vars:
+                edits = []
+                if self.strategy == PHYSICAL and BIT_CONSUMERS[name]:
+                    edits = [self.edit(fnode, BIT_CONSUMERS[name])]
+                self.site("PRT503", call, f"`{name}` on a lane mask assumes 32 bits: HIP ballots are 64-bit "
+                          "on wave64. " + ("porter's logical-warp ballot (porter_ballot32) keeps this mask 32-bit."
+                                           if self.strategy == LOGICAL else "Use the width-generic porter helper."),
+                          edits, Applicability.UNSAFE, header=True)
+        elif re.search(r"(?:^|\.|->)meta_group_(?:size|rank)$", name):
+            self.site("PRT513", call, f"`{name}()` counts tiles of the cooperative-groups tile size: on HIP it "
+                      "must agree with the warp size the rest of the kernel assumes (DeepSpeed replaced it with "
+                      "explicit threadIdx / warp-size arithmetic on ROCm).")
 
     def _mask_kind(self, node: Node) -> str:
         txt = self.t(node)

@@ -678,7 +678,7 @@ class Analyser:
                 continue
             bt = self.t(body)
             has_shfl = bool(SHFL_CALL.search(bt) or any(re.search(rf"\b{re.escape(m)}\s*\(", bt)
-                                                        for m in self.macro_raw))
+                                                        for m in self.macro_raw | set(self.aliases)))
             ut = re.sub(r"\s+", "", self.t(upd))
             value_node = None
             for child in init.named_children:

@@ -15,6 +15,7 @@ longer "raw", so the companion reports disappear and the pass is idempotent.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 
@@ -332,7 +333,7 @@ class Analyser:
     def _taint(self, f: Func) -> None:
         names: set[str] = set()
         # parameters named like lanes
-        decls = [n for n in self.caps.get("decl", []) if f.start <= n.start_byte < f.end]
+        decls = self.within("decl", f)
         for _ in range(2):
             for d in decls:
                 for child in d.children:
@@ -348,11 +349,26 @@ class Analyser:
         f.taint = names
 
     def func_at(self, byte: int) -> Func | None:
-        best = None
-        for f in self.funcs:
-            if f.start <= byte < f.end and (best is None or f.start >= best.start):
-                best = f
-        return best
+        """The innermost function containing ``byte`` (functions sorted by start; nesting is shallow)."""
+        if not hasattr(self, "_fstarts"):
+            self.funcs.sort(key=lambda f: f.start)
+            self._fstarts = [f.start for f in self.funcs]
+        i = bisect.bisect_right(self._fstarts, byte) - 1
+        for j in range(i, max(i - 16, -1), -1):
+            f = self.funcs[j]
+            if f.start <= byte < f.end:
+                return f
+        return None
+
+    def within(self, cap: str, f: Func) -> list[Node]:
+        """Captured nodes of kind ``cap`` that start inside function ``f``."""
+        nodes = self.caps.get(cap, [])
+        key = "_starts_" + cap
+        starts = self.__dict__.get(key)
+        if starts is None:
+            starts = [n.start_byte for n in nodes]
+            self.__dict__[key] = starts
+        return nodes[bisect.bisect_left(starts, f.start) : bisect.bisect_left(starts, f.end)]
 
     def tainted(self, text: str, f: Func | None) -> bool:
         if TAINT_SOURCE.search(text):
@@ -572,9 +588,7 @@ class Analyser:
 
     def _ballot_vars(self, f: Func) -> set[str]:
         out: set[str] = set()
-        for d in self.caps.get("decl", []):
-            if not (f.start <= d.start_byte < f.end):
-                continue
+        for d in self.within("decl", f):
             for child in d.children:
                 if child.type == "init_declarator":
                     dn = child.child_by_field_name("declarator")
@@ -651,9 +665,7 @@ class Analyser:
             return
 
     def _indexed_by_lane(self, name: str, f: Func) -> str | None:
-        for sub in self.caps.get("sub", []):
-            if not (f.start <= sub.start_byte < f.end):
-                continue
+        for sub in self.within("sub", f):
             arg = sub.child_by_field_name("argument")
             if arg is None or self.t(arg) != name:
                 continue
@@ -924,9 +936,7 @@ class Analyser:
         for f in self.funcs:
             if f.kind == "host" or not (f.raw_warp or re.search(r"\bvolatile\b", self.t(f.node))):
                 continue
-            for sub in self.caps.get("sub", []):
-                if not (f.start <= sub.start_byte < f.end):
-                    continue
+            for sub in self.within("sub", f):
                 idx = sub.child_by_field_name("indices")
                 it = self.t(idx) if idx is not None else ""
                 m = re.fullmatch(r"\[\s*(\w+)\s*\+\s*(\w+)\s*\]", it)

@@ -143,6 +143,7 @@ class _Site:
     edits_override: tuple[int, int, str] | None = None  # raw (start, end, text) edit
     needs_torch: bool = False
     needs_module: bool = False
+    stmt_id: int | None = None  # the statement a removal deletes
 
 
 @dataclass
@@ -152,6 +153,7 @@ class _State:
     decode_of: dict[int, cst.Call] = field(default_factory=dict)  # id(call) -> `.decode()` parent
     stmt_of: dict[int, cst.SimpleStatementLine | cst.SimpleStatementSuite] = field(default_factory=dict)
     sole_stmt: set[int] = field(default_factory=set)  # statement is the only one in its block
+    blocks: list[list[int]] = field(default_factory=list)  # statement ids of every indented block
     assigned: dict[int, str] = field(default_factory=dict)  # id(call) -> target name of `x = call`
     targets: dict[str, int] = field(default_factory=dict)  # name -> number of store sites
     loads: dict[str, list[cst.Name]] = field(default_factory=dict)
@@ -202,6 +204,7 @@ class TelemetryVisitor(PyVisitor):
         self._in_import -= 1
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self.s.blocks.append([id(stmt) for stmt in node.body])
         for stmt in node.body:
             if isinstance(stmt, cst.SimpleStatementLine) and len(node.body) == 1:
                 self.s.sole_stmt.add(id(stmt))
@@ -414,6 +417,12 @@ class TelemetryVisitor(PyVisitor):
                 self.report(site.node, site.code, f"{site.message}; not rewritten: the file keeps pynvml because "
                             f"{why0} (line {line0})", fix=NONE)
             return
+        # a block made only of removed statements keeps its first one as `pass`
+        removed = {s.stmt_id: s for s in sites if s.stmt_id is not None and s.edits_override is not None}
+        for block in self.s.blocks:
+            if block and all(i in removed for i in block):
+                first = removed[block[0]]
+                first.edits_override, first.replacement = None, "pass"
         level = SAFE if all(s.fix == SAFE for s in sites) else UNSAFE
         imports: list[str] = []
         if any(s.needs_torch for s in sites):
@@ -458,6 +467,16 @@ class TelemetryVisitor(PyVisitor):
 
     def _site(self, call: cst.Call, fn: str, handles: dict[str, cst.Call], uses: dict[str, int],
               calls_by_id: dict[int, cst.Call], covered: set[int], dm: DeviceModule | None) -> _Site | str | None:
+        site = self._site_of(call, fn, handles, uses, calls_by_id, covered, dm)
+        arg = _arg(call, 0, "handle")
+        if isinstance(site, _Site) and arg is not None and id(arg) in covered and site.fix == SAFE:
+            # the nested nvmlDeviceGetHandleByIndex(i) became the torch index i (trap 24)
+            site.fix = UNSAFE
+            site.message += f"; unsafe: {_VIS}"
+        return site
+
+    def _site_of(self, call: cst.Call, fn: str, handles: dict[str, cst.Call], uses: dict[str, int],
+                 calls_by_id: dict[int, cst.Call], covered: set[int], dm: DeviceModule | None) -> _Site | str | None:
         code = _DIRECT.get(fn)
         if code is None:
             return f"`pynvml.{fn}`"
@@ -548,7 +567,8 @@ class TelemetryVisitor(PyVisitor):
         if text[: col - 1].strip() == "" and text[col - 1 + (end - start):].strip() == "":
             line_start = self.ctx.offset(line, 0)
             next_start = self.ctx.line_starts[line] if line < len(self.ctx.line_starts) else len(self.ctx.text)
-            return _Site(expr, "PRT730", msg, None, SAFE, edits_override=(line_start, next_start, ""))
+            return _Site(expr, "PRT730", msg, None, SAFE, edits_override=(line_start, next_start, ""),
+                         stmt_id=id(stmt))
         return _Site(expr, "PRT730", msg, "pass", SAFE)
 
 

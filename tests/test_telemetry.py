@@ -133,6 +133,15 @@ def test_trap_24_a_file_that_sets_a_visibility_mask_keeps_pynvml() -> None:
     assert handle.code == "PRT739" and "visibility mask (line 5)" in handle.message
 
 
+def test_trap_24_a_nested_handle_is_an_index_change_too() -> None:
+    source = read("pynvml_empty_block.in.py")
+    memory = next(f for f in findings(source, family="telemetry") if f.code == "PRT733")
+    assert memory.fix == Applicability.UNSAFE and "CUDA_VISIBLE_DEVICES" in memory.message
+    assert fixed(source, family="telemetry") == source
+    out = fixed(source, family="telemetry", unsafe=True)
+    assert "def setup():\n    pass\n" in out  # a block of removed statements keeps a `pass`
+
+
 def test_stored_results_keep_their_fields() -> None:
     source = read("pynvml_stored.in.py")
     rewritten = fixed(source, family="telemetry", unsafe=True)

@@ -77,6 +77,11 @@ def _git_files(directory: Path) -> list[str] | None:
             return None
         probe = probe.parent
     try:
+        ignored = subprocess.run(
+            [git, "check-ignore", "-q", "."], cwd=directory, capture_output=True, timeout=60, check=False
+        )
+        if ignored.returncode == 0:
+            return None  # the user pointed porter at a folder its enclosing repo ignores: walk it
         proc = subprocess.run(
             [git, "-c", "core.quotepath=off", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
             cwd=directory,

@@ -54,6 +54,30 @@ def _syntax_finding(relpath: str, exc: Exception) -> Finding:
     )
 
 
+_NESTING_MESSAGES = ("too many nested", "too many levels of indentation", "too many statically nested")
+
+
+def python_guard(relpath: str, text: str) -> Finding | None:
+    """Reject inputs that would crash LibCST's native parser (it has no recursion guard).
+
+    CPython's own parser is cheap (about a tenth of LibCST's cost) and bounds nesting; code it
+    cannot build (pathological depth) is reported instead of being handed to LibCST. Other
+    syntax errors fall through to LibCST, which also knows newer grammar than this interpreter.
+    """
+    import ast
+
+    try:
+        ast.parse(text)
+    except (RecursionError, MemoryError):
+        return _syntax_finding(relpath, ValueError("expression nesting too deep to parse safely"))
+    except SyntaxError as exc:
+        if any(m in (exc.msg or "") for m in _NESTING_MESSAGES):
+            return _syntax_finding(relpath, exc)
+    except ValueError as exc:  # e.g. NUL bytes
+        return _syntax_finding(relpath, exc)
+    return None
+
+
 def raw_findings(ctx: FileContext, fams: Sequence[Family]) -> list[Finding]:
     """Every finding the families report on ``ctx`` (no selection or suppression yet)."""
     found: list[Finding] = []
@@ -62,14 +86,46 @@ def raw_findings(ctx: FileContext, fams: Sequence[Family]) -> list[Finding]:
         if py_fams:
             assert isinstance(ctx, PyContext)
             visitors = [f.python(ctx) for f in py_fams if f.python is not None]
-            ctx.wrapper.visit_batched(visitors)
+            try:
+                ctx.wrapper.visit_batched(visitors)
+            except RecursionError:
+                raise
+            except Exception:  # noqa: BLE001 - one broken family must not hide the others
+                visitors = _visit_one_by_one(ctx, py_fams, found)
             for v in visitors:
                 found.extend(v.findings)
     for fam in fams:
         checker = fam.checkers.get(ctx.language)
         if checker is not None:
-            found.extend(checker(ctx))
+            try:
+                found.extend(checker(ctx))
+            except RecursionError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                found.append(_crash(ctx.relpath, fam.name, exc))
     return found
+
+
+def _crash(relpath: str, family: str, exc: BaseException) -> Finding:
+    return Finding(code="PRT007", message=f"the {family} rules crashed on this file "
+                   f"({type(exc).__name__}: {str(exc)[:200]}); their findings are missing", path=relpath)
+
+
+def _visit_one_by_one(ctx: PyContext, fams: Sequence[Family], found: list[Finding]) -> list:
+    """Re-run the Python families separately after a crash, reporting the one that failed."""
+    survivors = []
+    for fam in fams:
+        assert fam.python is not None
+        visitor = fam.python(ctx)
+        try:
+            cst.MetadataWrapper(ctx.module, unsafe_skip_copy=True).visit_batched([visitor])
+        except RecursionError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            found.append(_crash(ctx.relpath, fam.name, exc))
+            continue
+        survivors.append(visitor)
+    return survivors
 
 
 def make_context(
@@ -125,6 +181,10 @@ def analyze(
     fams = families_for(language, text, settings)
     if not fams:
         return []
+    if language == "python":
+        problem = python_guard(relpath, text)
+        if problem is not None:
+            return [problem]
     try:
         ctx = make_context(relpath, text, language, settings, facts)
     except cst.ParserSyntaxError as exc:

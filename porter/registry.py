@@ -34,11 +34,12 @@ ENGINE_RULES: tuple[Rule, ...] = (
     rule("PRT006", "symlink-outside-root", ENGINE,
          "A symlink points outside the target root; porter neither reads nor writes through it.",
          Category.BENIGN, severity=Severity.WARNING),
-    rule("PRT007", "fix-failed", ENGINE,
-         "A fix produced code that does not parse, or did not converge; porter reverted it.",
+    rule("PRT007", "internal-error", ENGINE,
+         "A rule crashed on the file, or a fix produced code that does not parse or did not converge.",
          Category.BENIGN, severity=Severity.ERROR,
-         explanation="This is a bug in porter: please report it with the file. The file is left as "
-         "it was before the failing fix."),
+         explanation="This is a bug in porter: please report it with the file. The failing rule family's "
+         "findings for the file are missing, or its fix was reverted; the file is left as it was before "
+         "the failing fix and the rest of the run goes on."),
     rule("PRT008", "file-timeout", ENGINE, "Analysing the file took longer than the per-file timeout.",
          Category.BENIGN, severity=Severity.ERROR,
          explanation="Raise `--timeout` (or `timeout` under `[tool.porter]`) to analyse it."),

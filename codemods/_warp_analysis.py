@@ -767,7 +767,7 @@ class Analyser:
                     continue
             hit = (o == "%" and rv == 32) or (o == "&" and rv == 31) or (o == "/" and rv == 32) or (
                 o == ">>" and rv == 5) or (o in ("%", "/") and warp_named) or (o == "*" and (rv == 32 or warp_named))
-            if not hit:
+            if not hit or not self._used_as_lane_or_warp(b, f):
                 continue
             edits = []
             if self.strategy == PHYSICAL and not warp_named:
@@ -779,6 +779,53 @@ class Analyser:
                       "partners. " + ("Consistent with porter's logical 32-lane warp."
                                       if self.strategy == LOGICAL else "Rewritten over PORTER_WARP_SIZE."),
                       edits, Applicability.UNSAFE, header=True)
+
+    _LANE_TARGET = re.compile(r"lane|warp|wid\b|^tid$|leader|^w$", re.I)
+    _COMPARE = {"==", "!=", "<", ">", "<=", ">="}
+
+    def _shared_names(self, f: Func) -> set[str]:
+        names = self.__dict__.setdefault("_shared_cache", {})
+        if f.start not in names:
+            found = set(re.findall(r"__shared__[^;=\[]*?\b(\w+)\s*\[", self.t(f.node)))
+            found |= set(re.findall(r"__shared__[^;=\[]*?\b(\w+)\s*\[", self.text)) if "__shared__" in self.text else set()
+            names[f.start] = found
+        return names[f.start]
+
+    def _used_as_lane_or_warp(self, b: Node, f: Func) -> bool:
+        """Data flow (spec decision rule): the value is a lane/warp id, not a data-layout offset."""
+        node = b
+        p = node.parent
+        while p is not None and p.type in ("parenthesized_expression", "cast_expression"):
+            node, p = p, p.parent
+        if p is None:
+            return False
+        if p.type == "init_declarator":
+            target = p.child_by_field_name("declarator")
+            return target is not None and bool(self._LANE_TARGET.search(self.t(target)))
+        if p.type == "assignment_expression" and p.child_by_field_name("right") == node:
+            target = p.child_by_field_name("left")
+            tt = self.t(target) if target is not None else ""
+            base = re.match(r"\w+", tt)
+            return bool(self._LANE_TARGET.search(tt.split("[")[0])) or (
+                "[" in tt and base is not None and base.group(0) in self._shared_names(f))
+        if p.type == "binary_expression":
+            op = p.child_by_field_name("operator")
+            if op is not None and self.t(op) in self._COMPARE:
+                return True
+            if op is not None and self.t(op) in ("+", "-", "*"):
+                return self._used_as_lane_or_warp(p, f)
+            return False
+        if p.type == "subscript_argument_list":
+            sub = p.parent
+            arr = sub.child_by_field_name("argument") if sub is not None else None
+            name = self.t(arr) if arr is not None else ""
+            return name in self._shared_names(f) or bool(re.search(r"smem|shared|^s_|^sh_", name, re.I))
+        if p.type == "argument_list":
+            call = p.parent
+            return call is not None and bool(RAW_WARP_CALL.search(self.t(call).split("(", 1)[0] + "("))
+        if p.type == "conditional_expression":
+            return p.child_by_field_name("condition") == node
+        return False
 
     def _host_geometry(self, b: Node, o: str, rt: str) -> None:
         if o != "/" or not self.file_raw_warp():

@@ -10,6 +10,9 @@ Keys (kebab-case, as in Ruff):
 - ``timeout``: seconds per file (default 60)
 - ``jobs``: worker processes (default: all cores)
 - ``cache``: bool (default true), ``cache-dir``
+- ``target-torch``: the torch version the ported code will run on; rewrites that need a newer
+  torch than the repo pins (SDPA's ``enable_gqa`` needs 2.5) use it instead of the pin
+- ``annotate``: bool, ``porter apply`` writes a ``porter: CODE reason`` comment at flagged sites
 - ``[tool.porter.<family>]``: options of one family (see ``porter rules``)
 """
 
@@ -61,6 +64,7 @@ KNOWN_KEYS = {
     "cache-dir",
     "respect-gitignore",
     "annotate",
+    "target-torch",
 }
 
 
@@ -83,6 +87,7 @@ class Settings:
     cache: bool = True
     cache_dir: str = ".porter_cache"
     respect_gitignore: bool = True
+    target_torch: str = ""  # torch version the ported code will run on (overrides the repo's pin)
     annotate: bool = False  # apply: write a `porter: CODE reason` comment above flagged sites
     options: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # family -> options
     source: str = ""  # where the settings came from (for messages)
@@ -132,6 +137,7 @@ class Settings:
                 self.per_file_ignores,
                 self.unsafe_fixes,
                 self.annotate,
+                self.target_torch,
                 self.max_file_size,
                 self.options,
             )
@@ -206,6 +212,14 @@ def from_table(table: dict[str, Any], base: Settings | None = None, source: str 
                 raise ConfigError("`timeout` must be a positive number of seconds")
             changes[attr] = float(value)
         elif norm == "cache-dir":
+            changes[attr] = str(value)
+        elif norm == "target-torch":
+            from packaging.version import InvalidVersion, Version
+
+            try:
+                Version(str(value))
+            except InvalidVersion:
+                raise ConfigError(f"`target-torch` must be a version such as \"2.5\", not {value!r}") from None
             changes[attr] = str(value)
     changes["options"] = tuple(sorted((k, tuple(sorted(v.items()))) for k, v in options.items()))
     if source:

@@ -322,14 +322,27 @@ def _finding_from_dict(d: dict[str, Any]) -> Finding:
 # -- orchestration --------------------------------------------------------------------------
 
 
-def collect_facts(root: Path, refs: Sequence[SourceRef]) -> RepoFacts:
-    """Pinned versions from the repo's manifests and lock files (read, never executed)."""
+LOCK_NAMES = ("poetry.lock", "uv.lock", "Pipfile.lock", "pdm.lock")
+
+
+def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | None = None) -> RepoFacts:
+    """Pinned versions from the repo's manifests and lock files (read, never executed).
+
+    The root's own manifests count even when only some files were named (pre-commit), so a
+    file gets the same facts whether it is checked alone or as part of the tree.
+    """
     manifest_texts: dict[str, str] = {}
-    lock_names = {"poetry.lock", "uv.lock", "Pipfile.lock", "pdm.lock"}
     candidates = [r.relpath for r in refs if is_manifest(r)]
-    for name in lock_names:
-        if (root / name).is_file():
-            candidates.append(name)
+    try:
+        top = sorted(os.listdir(root))
+    except OSError:
+        top = []
+    for name in top:
+        ref = SourceRef(name, languages.detect(name) or "")
+        if (name in LOCK_NAMES or is_manifest(ref)) and name not in candidates:
+            full = root / name
+            if full.is_file() and not full.is_symlink():
+                candidates.append(name)
     for rel in candidates:
         try:
             with open(root / rel, "rb") as fh:
@@ -347,6 +360,8 @@ def collect_facts(root: Path, refs: Sequence[SourceRef]) -> RepoFacts:
             pins = dict(collect_pins(manifest_texts))
         except Exception:  # noqa: BLE001 - a broken manifest must not stop the run
             pins = {}
+    if settings is not None and settings.target_torch:
+        pins["torch"] = f"=={settings.target_torch}"
     existing = frozenset(r.relpath for r in refs)
     return RepoFacts(pins=pins, manifests=tuple(sorted(manifest_texts)), extra={"existing_files": existing})
 
@@ -409,7 +424,7 @@ def run(
     started = time.perf_counter()
     root = Path(os.path.abspath(root))
     found: Discovery = discover(root, list(paths), settings, force_exclude=force_exclude)
-    facts = collect_facts(root, found.files)
+    facts = collect_facts(root, found.files, settings)
     jobs = settings.jobs if jobs is None else jobs
     cache_on = settings.cache if use_cache is None else use_cache
     cache = None

@@ -228,6 +228,7 @@ class Fp8Visitor(PyVisitor, StatementTracker):
     def __init__(self, ctx: PyContext) -> None:
         PyVisitor.__init__(self, ctx)
         StatementTracker.__init__(self)
+        self._called: set[int] = set()  # Call.func nodes (constructions are handled in visit_Call)
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self.track_statement(node)
@@ -272,7 +273,35 @@ class Fp8Visitor(PyVisitor, StatementTracker):
         return out
 
     # -- dispatch ---------------------------------------------------------------------------
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if id(node) not in self._called:
+            self._reference(node, self.qualname(node))
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if isinstance(node.value, cst.Name) and id(node.value) not in self._called:
+            self._reference(node.value, self.qualname(node.value))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if isinstance(node.value, cst.Name):
+            self._reference(node.value, self.qualname(node.value))
+
+    def _reference(self, node: cst.BaseExpression, qual: str | None) -> None:
+        """A TE module or autocast used as a value (alias, registry, isinstance, base class)."""
+        name = _te_name(qual)
+        if name in ("Linear", "LayerNorm", "RMSNorm", "LayerNormLinear"):
+            code = "PRT604" if name != "LayerNormLinear" else "PRT603"
+        elif name in AUTOCASTS:
+            code = "PRT610"
+        elif name in OTHER_MODULES:
+            code = "PRT620"
+        else:
+            return
+        self._flag(node, code, f"te.{name} is referenced as a value (an alias, a registry, isinstance or a base "
+                   "class), not constructed here: porter cannot see its arguments; port it where it is "
+                   "constructed and update isinstance checks and subclasses by hand")
+
     def visit_Call(self, node: cst.Call) -> None:
+        self._called.add(id(node.func))
         qual = self.qualname(node.func)
         recipe = _recipe_name(qual)
         if recipe is not None:

@@ -256,6 +256,7 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
         self.strategy = _strategy(ctx)
         self.pin = ctx.facts.pin("bitsandbytes")
         self._optim_seen: set[int] = set()
+        self._called: set[int] = set()  # Call.func nodes (constructions are handled in visit_Call)
 
     # -- statement context ------------------------------------------------------------------
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
@@ -276,6 +277,7 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
 
     # -- dispatch ---------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
+        self._called.add(id(node.func))
         self._hf_optim_names(node)
         qual = self.qualname(node.func)
         name = _bnb_name(qual, "bitsandbytes.optim")
@@ -311,6 +313,40 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
                         fix=Applicability.SAFE, add_imports=imports,
                         remove_imports=("torchao.prototype.low_bit_optim",),
                         fix_title="use torchao.optim")
+
+        elif id(node) not in self._called:
+            self._reference(node, qual)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if isinstance(node.value, cst.Name) and id(node.value) not in self._called:
+            self._reference(node.value, self.qualname(node.value))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if isinstance(node.value, cst.Name):
+            self._reference(node.value, self.qualname(node.value))
+
+    def _reference(self, node: cst.BaseExpression, qual: str | None) -> None:
+        """A bnb optimizer/module class used as a value (alias, class table, isinstance, base class)."""
+        name = _bnb_name(qual, "bitsandbytes.optim")
+        code = None
+        if name is not None and (name in ADAM_32 or name in ADAM_8):
+            code = "PRT403"
+            extra = (" bnb's Adam kernels decay decoupled: it maps to AdamW, never to a coupled Adam"
+                     if name in ADAM_8 or name in ADAM_32 else "")
+        elif name is not None and name.replace("Paged", "").replace("8bit", "").replace("32bit", "") in NO_EQUIVALENT:
+            code, extra = "PRT402", ""
+        else:
+            name = _bnb_name(qual, "bitsandbytes.nn")
+            code = {"Linear8bitLt": "PRT410", "Linear4bit": "PRT411", "LinearNF4": "PRT411", "LinearFP4": "PRT411",
+                    "Embedding": "PRT413", "StableEmbedding": "PRT414"}.get(name or "")
+            if code is None and name in BNB_STATE_CLASSES:
+                code = "PRT412"
+            extra = ""
+        if code is None:
+            return
+        self._flag(node, code, f"bitsandbytes {name} is referenced as a value (an alias, a class table, "
+                   "isinstance or a base class), not constructed here: port it where it is constructed, and "
+                   f"update isinstance checks and subclasses by hand.{extra} {self._rocm()}")
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if node.module is None or node.relative:

@@ -198,6 +198,7 @@ class Analyser:
         self._ifs()
         self._launch_bounds()
         self._volatile_trees()
+        self._host_warp_vars()
         self._mma_guard()
         return self.sites
 
@@ -978,6 +979,26 @@ class Analyser:
             if ids:
                 self.site("PRT519", node, f"`{txt}` scales with the warp constant `{ids[0]}`: if it is ever made "
                           "arch-dependent, launch bounds must use PORTER_WARP_SIZE_MAX (host and device agree).")
+
+    def _host_warp_vars(self) -> None:
+        """H6 on the host: `warp_size = (n < 32) ? n : 32` picks a 32-lane warp for launch geometry."""
+        if not self.file_raw_warp():
+            return
+        pat = re.compile(r"\b(?:int\s+|auto\s+|const\s+int\s+)?([A-Za-z_]*[Ww]arp_?[Ss]ize\w*)\s*=(?!=)([^;{}]*)")
+        for f in self.funcs:
+            if f.kind != "host":
+                continue
+            body = f.node.child_by_field_name("body")
+            if body is None:
+                continue
+            for m in pat.finditer(f.text):
+                if not re.search(r"(?<![\w.])32\b", m.group(2)):
+                    continue
+                a = self.c(body.start_byte) + m.start(1)
+                self.physical_blockers.append((body.start_byte + m.start(1), "host picks a 32-lane warp"))
+                self.site("PRT506", (a, a + len(m.group(1))), f"host launch geometry `{m.group(0).strip()[:60]}` "
+                          "picks a 32-lane warp: consistent with porter's logical warp; a physical-warp port "
+                          "must use porter::host_warp_size() and the matching template instantiation.")
 
     def _volatile_trees(self) -> None:
         for f in self.funcs:

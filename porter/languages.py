@@ -20,6 +20,7 @@ _CUDA_EXT = {".cu", ".cuh", ".hip", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", "
 _PY_EXT = {".py", ".pyi"}
 _SHELL_EXT = {".sh", ".bash", ".zsh", ".slurm", ".sbatch"}
 _YAML_EXT = {".yml", ".yaml"}
+_REQ_DIRS = {"requirements", "reqs", "requirements.d"}
 
 
 def detect(relpath: str) -> str | None:
@@ -37,6 +38,7 @@ def detect(relpath: str) -> str | None:
         return SETUP_CFG
     if ext in {".txt", ".in"} and (
         "requirements" in stem or "constraints" in stem or stem.startswith("requires")
+        or posixpath.basename(posixpath.dirname(relpath)).lower() in _REQ_DIRS
     ):
         return REQUIREMENTS
     if lower in {"environment.yml", "environment.yaml", "conda.yml", "conda.yaml"} or (

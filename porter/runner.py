@@ -439,7 +439,9 @@ def run(
     if phase2:
         imports = frozenset(m for fr in results for m in fr.imports)
         applied = frozenset(f.code for fr in results for f in fr.fixed)
-        facts2 = replace(facts, imports=imports, applied=applied)
+        remaining = frozenset(f.code for fr in results for f in fr.findings)
+        facts2 = replace(facts, imports=imports, applied=applied,
+                         extra={**facts.extra, "remaining": remaining})
         # manifests are few, and their results depend on phase 1: never cached
         results += _run_batch(phase2, root, settings, facts2, mode, jobs, progress, None)
     if cache is not None:

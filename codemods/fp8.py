@@ -564,8 +564,9 @@ FAMILY = Family(
     rules=RULES,
     tokens=("transformer_engine",),
     python=Fp8Visitor,
-    description="Replaces Transformer Engine's Linear, LayerNorm and RMSNorm with torch.nn modules, keeping "
-    "their device (`cuda`), eps and initialisation, and drops disabled FP8 autocast contexts. With "
+    description="Replaces Transformer Engine's Linear, LayerNorm and RMSNorm with torch.nn modules and "
+    "LayerNormLinear with an inserted torch module that keeps TE's parameter names, keeping their device "
+    "(`cuda`), eps and initialisation, and drops disabled FP8 autocast contexts. With "
     "--unsafe-fixes it also drops enabled FP8 contexts (BF16/parameter-dtype execution).",
     verified="Fixture tests for every rule; CPU parity of the rewritten modules against pure-torch references "
     "of TE's documented LayerNorm/RMSNorm (eps, zero_centered_gamma) and Linear math and init; negative tests "

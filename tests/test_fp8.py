@@ -299,3 +299,19 @@ def test_rewrites_keep_code_outside_edited_calls() -> None:
     assert "import transformer_engine" not in out  # the import became unused
     ast.parse(out)
     assert port(out) == out
+
+
+_COMMENT = st.text(alphabet=st.characters(codec="ascii", categories=("L", "N", "Zs")), max_size=20)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(_COMMENT, _COMMENT, st.sampled_from(["", " ", "    "]), st.sampled_from(["\n", "\n\n"]))
+def test_text_around_the_edited_call_is_byte_identical(before: str, after: str, pad: str, gap: str) -> None:
+    head = f"import torch\nimport transformer_engine.pytorch as te  # {before}\n{gap}x = 1{pad}# {after}\n"
+    tail = f"{gap}y = [2,{pad}3]  # {before}\n"
+    src = head + "norm = te.LayerNorm(8)\n" + tail
+    out = port(src)
+    new_head = head.replace(f"import transformer_engine.pytorch as te  # {before}\n", "")
+    assert out.startswith(new_head.split("\n", 1)[0]) and out.endswith(tail)
+    assert f"{gap}x = 1{pad}# {after}\n" in out
+    assert port(out) == out

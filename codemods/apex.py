@@ -289,6 +289,8 @@ _NO_EQUIVALENT = {
     "apex.parallel.LARC": "LARC wrapper: port the trust-ratio logic by hand",
 }
 
+_TORCH_MODULES = frozenset({"torch", "torch.optim", "torch.nn", "torch.nn.functional", "torch.nn.parallel",
+                            "torch.nn.utils"})
 _AUTOCAST = re.compile(r"\bautocast\b|is_autocast_enabled|get_autocast_dtype|\bcustom_fwd\b")
 _LOW_PRECISION = re.compile(r"\.half\(\)|\.bfloat16\(\)|torch\.(?:float16|half|bfloat16)\b|opt_level\s*=\s*['\"]O[23]['\"]")
 
@@ -348,6 +350,13 @@ class ApexVisitor(PyVisitor):
     def _torch(self, target: str) -> tuple[str, tuple[str, ...]]:
         """How to spell ``target`` here, and the import to add if none names it."""
         alias = self.ctx.imports.alias_for(target)
+        # alias_for() extends only `import` bindings; `from torch import optim` binds a module too
+        for b in self.ctx.imports.statements:
+            if (b.toplevel and not b.gated and b.target in _TORCH_MODULES and target.startswith(b.target + ".")
+                    and self.ctx.imports.bindings[b.local][0] is b):
+                candidate = b.local + target[len(b.target):]
+                if alias is None or len(candidate) < len(alias):
+                    alias = candidate
         if alias is not None:
             return alias, ()
         return target, ("import torch",)

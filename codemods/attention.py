@@ -64,9 +64,13 @@ _FA_COMMON = (
     "- `window_size=(l, r)` (literal) → a boolean `attn_mask` built with `tril`/`triu` on the "
     "offset `Sk - Sq` (`r = 0` when causal);\n"
     "- grouped/multi-query attention → `enable_gqa` (consecutive grouping, same as flash).\n\n"
+    "- `softcap > 0` or `alibi_slopes` → `torch.nn.attention.flex_attention.flex_attention` with a "
+    "`score_mod` applying, in flash-attn's order, the cap, then the ALiBi bias "
+    "`-slope[b, h] * |i + Sk - Sq - j|`, then the causal/window masks (`-inf`; rows left empty "
+    "give 0 in both). Exact (flex computes scores in fp32); only when `dropout_p` is literally 0, "
+    "since flex has no dropout. Eager flex is slow: run it under `torch.compile`.\n\n"
     "Reported, not rewritten: `return_attn_probs=True` (SDPA returns no LSE/probabilities), "
-    "`softcap` and `alibi_slopes` (exact only through `flex_attention` with a `score_mod`, "
-    "which porter does not emit yet), non-literal windows, positional arguments past "
+    "softcap/ALiBi with dropout, non-literal windows or softcaps, positional arguments past "
     "`causal`, `*args/**kwargs`, and shapes porter would have to evaluate twice.\n\n" + _SAFETY
 )
 
@@ -243,6 +247,7 @@ class Plan:
     unsafe: str = ""  # why the fix is only an approximation
     edits: list[Edit] = field(default_factory=list)
     scan: list[cst.CSTNode] = field(default_factory=list)  # removed code whose imports may go
+    func: str = ""  # the emitted function when not SDPA (flex_attention)
 
 
 class _Blocked(Exception):
@@ -387,12 +392,18 @@ class AttentionVisitor(PyVisitor):
             raise _Blocked(f"{which} is not literally False (SDPA returns neither the softmax LSE nor the "
                            "attention probabilities)")
         softcap = lit("softcap", 0.0)
-        if softcap is _NONLIT or softcap not in (0, 0.0):
-            raise _Blocked("softcap is not literally 0 (exact only through flex_attention with a score_mod "
-                           "applying the cap before masking; porter does not emit it)")
-        if lit("alibi_slopes", None) is not None:
-            raise _Blocked("alibi_slopes is set (exact only through flex_attention with a score_mod; an SDPA "
-                           "float mask in fp16/bf16 would round the bias)")
+        if softcap is _NONLIT or not isinstance(softcap, (int, float)) or softcap < 0:
+            raise _Blocked("softcap is not a literal number: porter cannot tell whether it is 0 (off)")
+        alibi = a.get("alibi_slopes") if lit("alibi_slopes", None) is not None else None
+        use_flex = softcap > 0 or alibi is not None
+        if use_flex:
+            dp = lit("dropout_p", 0.0)
+            if dp is _NONLIT or dp not in (0, 0.0):
+                raise _Blocked("softcap/alibi_slopes are exact only through flex_attention, which has no dropout, "
+                               "and dropout_p is not literally 0")
+            if alibi is not None and not is_simple(alibi):
+                raise _Blocked(f"alibi_slopes `{flat(self.code(alibi))[:40]}` is not a plain name (the score_mod "
+                               "reads it for every score)")
         if short == "flash_attn_with_kvcache":
             for name in ("k", "v", "rotary_cos", "rotary_sin", "cache_seqlens", "cache_batch_idx",
                          "cache_leftpad", "block_table"):
@@ -455,6 +466,9 @@ class AttentionVisitor(PyVisitor):
             equal_heads = key_q is not None and key_q == key_k and key_q[0] == "shape"
             equal_len = key_q is not None and key_q[1:] == (key_k or ("",))[1:]
 
+        if use_flex:
+            self._plan_flex(a, short, plan, softcap, alibi, q_expr, k_expr, equal_heads, hq, hk)
+            return
         # -- dropout and scale
         if "dropout_p" in a:
             plan.kwargs.append(("dropout_p", flat(self.code(a["dropout_p"]))))
@@ -512,11 +526,71 @@ class AttentionVisitor(PyVisitor):
                 plan.kwargs.append(("enable_gqa", "True"))
         plan.out_suffix = ".transpose(1, 2)"
 
+    def _plan_flex(self, a: dict[str, cst.BaseExpression], short: str, plan: Plan, softcap: float,
+                   alibi: cst.BaseExpression | None, q_expr: cst.BaseExpression, k_expr: cst.BaseExpression,
+                   equal_heads: bool, hq: str | None, hk: str | None) -> None:
+        """softcap / ALiBi: flex_attention with a score_mod in flash-attn's order (cap, then bias, then mask)."""
+        if self._fa.era in ("v1", "v2.0"):
+            raise _Blocked(f"softcap/alibi_slopes do not exist in {self._fa.note}")
+        try:
+            causal = literal(a.get("causal"), False)
+            window = literal(a.get("window_size"), (-1, -1))
+        except NotLiteral:
+            raise _Blocked("causal and window_size must be literals for the flex_attention score_mod") from None
+        if not (isinstance(window, tuple) and len(window) == 2 and all(isinstance(w, int) for w in window)):
+            raise _Blocked("window_size is not a literal (left, right) pair of ints")
+        left, right = window
+        if causal:
+            right = 0
+        torch_ = self._torch()
+        packed = short == "flash_attn_qkvpacked_func"
+        needs_off = bool(causal) or left >= 0 or right >= 0 or alibi is not None
+        if packed:
+            off = ""
+            qsrc = flat(self.code(q_expr))
+        else:
+            if needs_off and not (is_simple(q_expr) and is_simple(k_expr)):
+                raise _Blocked(f"the score_mod needs the query and key lengths, but {self._not_plain(q_expr, k_expr)}")
+            qsrc = flat(self.code(q_expr))
+            off = f" + ({flat(self.code(k_expr))}.shape[1] - {qsrc}.shape[1])"
+        body = "score"
+        if softcap > 0:
+            body = f"{softcap!r} * {torch_}.tanh(score / {softcap!r})"
+        if alibi is not None:
+            if packed and not is_simple(q_expr):
+                raise _Blocked("alibi_slopes with a qkv that is not a plain name")
+            heads = f"{qsrc}.shape[3]" if packed else f"{qsrc}.shape[2]"
+            slopes = f"{flat(self.code(alibi))}.broadcast_to(({qsrc}.shape[0], {heads}))[b, h]"
+            body = f"{body} - {slopes} * (q_idx{off} - kv_idx).abs()"
+        conds = []
+        if causal or right >= 0:
+            conds.append(f"(kv_idx <= q_idx{off}{_signed(max(right, 0))})")
+        if left >= 0:
+            conds.append(f"(kv_idx >= q_idx{off}{_signed(-left)})")
+        if conds:
+            body = f"{torch_}.where({' & '.join(conds)}, {body}, -float(\"inf\"))"
+        plan.kwargs.append(("score_mod", f"lambda score, b, h, q_idx, kv_idx: {body}"))
+        scale = a.get("softmax_scale")
+        try:
+            scale_is_none = literal(scale, None) is None
+        except NotLiteral:
+            scale_is_none = False
+        if not scale_is_none:
+            plan.kwargs.append(("scale", flat(self.code(scale))))  # type: ignore[arg-type]
+        if not packed and not equal_heads:
+            plan.kwargs.append(("enable_gqa", f"{hk} != {hq}" if hq and hk else "True"))
+        plan.func = "flex_attention"
+        plan.imports.add("flex_attention")
+        plan.imports.add("torch")
+        plan.notes.append("softcap then ALiBi then masks in a flex_attention score_mod, as flash-attn orders them "
+                          "(exact; eager flex is slow: run it under torch.compile)")
+        plan.out_suffix = ".transpose(1, 2)"
+
     def _check_torch(self, plan: Plan) -> None:
         """Block when the repo's torch pin admits no release the emitted code runs on."""
         names = {k for k, _ in plan.kwargs}
         values = " ".join(v for _, v in plan.kwargs)
-        if "enable_gqa" in names:
+        if "enable_gqa" in names or plan.func:
             need, why = (2, 5), "enable_gqa"
         elif "causal_lower_right" in values or ".tril(" in values or ".triu(" in values:
             need, why = (2, 5), "zero output for rows a mask leaves empty (flash-attn's behaviour)"
@@ -814,7 +888,7 @@ class AttentionVisitor(PyVisitor):
         return "causal_lower_right"
 
     def _emit(self, node: cst.Call, code: str, short: str, plan: Plan) -> None:
-        func = self._functional(plan) + ".scaled_dot_product_attention"
+        func = plan.func or self._functional(plan) + ".scaled_dot_product_attention"
         kwargs = sorted(plan.kwargs, key=lambda kv: _SDPA_ORDER.index(kv[0]))
         args = list(plan.inputs) + [f"{k}={v}" for k, v in kwargs]
         suffix = plan.out_suffix
@@ -838,10 +912,13 @@ class AttentionVisitor(PyVisitor):
             adds.append("import torch")
         if "causal_lower_right" in plan.imports:
             adds.append("from torch.nn.attention.bias import causal_lower_right")
+        if "flex_attention" in plan.imports:
+            adds.append("from torch.nn.attention.flex_attention import flex_attention")
         removes = tuple(dict.fromkeys(t for n in [node, *plan.scan] for t in self._library_imports(n)))
         notes = "; ".join(plan.notes)
         fix = Applicability.UNSAFE if plan.unsafe else Applicability.SAFE
-        msg = f"{short} → F.scaled_dot_product_attention" + (f" ({notes})" if notes else "")
+        target = "flex_attention" if plan.func else "F.scaled_dot_product_attention"
+        msg = f"{short} → {target}" + (f" ({notes})" if notes else "")
         if plan.unsafe:
             msg += f"; unsafe: {plan.unsafe}"
         self.report(node, code, msg, replacement=text, fix=fix,
@@ -872,7 +949,7 @@ class AttentionVisitor(PyVisitor):
 
 
 _NONLIT = object()
-_SDPA_ORDER = ("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+_SDPA_ORDER = ("score_mod", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
 
 
 def _signed(n: int) -> str:

@@ -10,6 +10,7 @@ rejects them, so the suite is known to be able to fail.
 from __future__ import annotations
 
 import sys
+import types
 import warnings
 from collections.abc import Callable
 
@@ -41,11 +42,14 @@ def run(src: str, *args: torch.Tensor, era: str | None = None) -> torch.Tensor:
         for name, mod in mods.items():
             saved[name] = sys.modules.get(name)
             sys.modules[name] = mod
-        ns: dict = {"__name__": "snippet"}
+        # a real module: flex_attention's eager path (dynamo) imports the score_mod's module by name
+        mod = types.ModuleType("porter_attention_snippet")
+        saved.setdefault(mod.__name__, sys.modules.get(mod.__name__))
+        sys.modules[mod.__name__] = mod
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            exec(compile(src, "<snippet>", "exec"), ns)
-            return ns["attn"](*args)
+            exec(compile(src, "<snippet>", "exec"), mod.__dict__)
+            return mod.__dict__["attn"](*args)
     finally:
         for name, old in saved.items():
             if old is None:
@@ -69,7 +73,7 @@ def check(original: str, *args: torch.Tensor, pins: dict[str, str] | None = None
     rewritten = port(original, pins)
     if must_rewrite:
         assert "flash_attn" not in rewritten and "xformers" not in rewritten, rewritten
-        assert "scaled_dot_product_attention" in rewritten
+        assert "scaled_dot_product_attention(" in rewritten or "flex_attention(" in rewritten
     assert agree(original, rewritten, *args, era=era), f"parity failed\n--- original\n{original}\n--- rewritten\n{rewritten}"
     return rewritten
 
@@ -147,6 +151,42 @@ def test_flash_attn_v20_pin_is_top_left() -> None:
     assert "is_causal=True" in out
     # and the 2.1+ rewrite of the same call is NOT right for a 2.0 repo
     assert not agree(src, port(src), q, k, v, era="v2.0")
+
+
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(dims=dims, causal=st.booleans(), scale=scales, left=window_sides, softcap=st.sampled_from([0.0, 0.5, 4.0]),
+       alibi=st.sampled_from([None, "h", "bh"]))
+def test_flash_softcap_alibi_flex_parity(dims, causal, scale, left, softcap, alibi) -> None:
+    """softcap / ALiBi go through flex_attention's score_mod (traps 12, 13)."""
+    b, sq, sk, hk, g, d = (dims[k] for k in ("b", "sq", "sk", "hk", "group", "d"))
+    if softcap == 0.0 and alibi is None:
+        softcap = 2.0
+    hq = hk * g
+    q, k, v = rand(b, sq, hq, d), rand(b, sk, hk, d, seed=1), rand(b, sk, hk, d, seed=2)
+    slopes = rand(hq, seed=3).abs() if alibi == "h" else rand(b, hq, seed=3).abs()
+    window = "" if left < 0 else f", window_size=({left}, -1)"
+    ali = "" if alibi is None else ", alibi_slopes=slopes"
+    src = ("from flash_attn import flash_attn_func\n\n\ndef attn(q, k, v, slopes):\n"
+           f"    return flash_attn_func(q, k, v{_opt('softmax_scale', scale)}, causal={causal!r}, "
+           f"softcap={softcap!r}{ali}{window})\n")
+    out = check(src, q, k, v, slopes)
+    assert "flex_attention(" in out
+
+
+def test_naive_flex_with_alibi_before_softcap_fails() -> None:
+    """Trap 13: flash applies the softcap first, then ALiBi; the reverse order is caught."""
+    src = ("from flash_attn import flash_attn_func\n\n\ndef attn(q, k, v, slopes):\n"
+           "    return flash_attn_func(q, k, v, softcap=2.0, alibi_slopes=slopes)\n")
+    q, k, v, slopes = rand(1, 4, 2, 8), rand(1, 6, 2, 8, seed=1), rand(1, 6, 2, 8, seed=2), rand(2, seed=3).abs()
+    good = port(src)
+    assert agree(src, good, q, k, v, slopes)
+    off = "(k.shape[1] - q.shape[1])"
+    bias = f"slopes.broadcast_to((q.shape[0], q.shape[2]))[b, h] * (q_idx + {off} - kv_idx).abs()"
+    naive = ("import torch\nfrom torch.nn.attention.flex_attention import flex_attention\n\n\n"
+             "def attn(q, k, v, slopes):\n    return flex_attention(q.transpose(1, 2), k.transpose(1, 2), "
+             f"v.transpose(1, 2), score_mod=lambda score, b, h, q_idx, kv_idx: 2.0 * torch.tanh((score - {bias}) / 2.0)"
+             ").transpose(1, 2)\n")
+    assert not agree(src, naive, q, k, v, slopes)
 
 
 # -- PRT101 / PRT102 / PRT104 -----------------------------------------------------------------
@@ -331,8 +371,8 @@ def test_dropout_is_applied_in_eval() -> None:
     ("call", "code", "reason"),
     [
         ("flash_attn_func(q, k, v, return_attn_probs=True)", "PRT100", "return_attn_probs"),  # trap 28
-        ("flash_attn_func(q, k, v, softcap=30.0)", "PRT100", "softcap"),  # traps 12/13
-        ("flash_attn_func(q, k, v, alibi_slopes=slopes)", "PRT100", "alibi_slopes"),  # trap 12
+        ("flash_attn_func(q, k, v, 0.1, softcap=30.0)", "PRT100", "no dropout"),  # trap 9: flex has no dropout
+        ("flash_attn_func(q, k, v, alibi_slopes=self.s(x))", "PRT100", "not a plain name"),
         ("flash_attn_func(q, k, v, 0.0, None, True, (4, 0))", "PRT100", "positional argument 7"),  # trap 3
         ("flash_attn_func(q, k, v, window_size=w)", "PRT100", "window_size"),
         ("flash_attn_varlen_func(q, k, v, cu, cu, 8, 8)", "PRT103", "variable-length"),
@@ -372,11 +412,12 @@ def _module(name: str, kind: str, era: str | None) -> dict:
         for n, mod in (fake_modules(era) if era else {}).items():
             saved[n] = sys.modules.get(n)
             sys.modules[n] = mod
-        ns: dict = {"__name__": f"fixture_{name}_{kind}"}
+        mod = types.ModuleType(f"porter_attention_fixture_{name}_{kind}")
+        sys.modules[mod.__name__] = mod  # kept: its functions may run flex_attention later
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            exec(compile(src, name, "exec"), ns)
-        return ns
+            exec(compile(src, name, "exec"), mod.__dict__)
+        return mod.__dict__
     finally:
         for n, old in saved.items():
             if old is None:

@@ -175,6 +175,15 @@ class PyContext(FileContext):
         self.module: cst.Module = cst.parse_module(self.text)
         self.wrapper = cst.MetadataWrapper(self.module, unsafe_skip_copy=True)
         self.imports = ImportIndex(self.module)
+        self._positions: Mapping[cst.CSTNode, Any] | None = None
+
+    @property
+    def positions(self) -> Mapping[cst.CSTNode, Any]:
+        """Node positions, computed on first use: a file on which no rule reports anything
+        never pays for LibCST's position pass (a full code generation, costlier than parsing)."""
+        if self._positions is None:
+            self._positions = self.wrapper.resolve(PositionProvider)
+        return self._positions
 
     def code_for(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
@@ -187,7 +196,7 @@ class PyVisitor(cst.BatchableCSTVisitor):
     :meth:`qualname` to resolve names through the file's imports.
     """
 
-    METADATA_DEPENDENCIES: ClassVar[Sequence[Any]] = (PositionProvider,)
+    METADATA_DEPENDENCIES: ClassVar[Sequence[Any]] = ()  # positions come lazily from the context
     family: ClassVar[str] = ""
 
     def __init__(self, ctx: PyContext) -> None:
@@ -200,7 +209,7 @@ class PyVisitor(cst.BatchableCSTVisitor):
         return self.ctx.imports.resolve(node)
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
-        rng = self.get_metadata(PositionProvider, node)
+        rng = self.ctx.positions[node]
         return (
             self.ctx.offset(rng.start.line, rng.start.column),
             self.ctx.offset(rng.end.line, rng.end.column),

@@ -520,7 +520,13 @@ class AttentionVisitor(PyVisitor):
                 plan.notes.append(f"causal → causal_lower_right(Sq, Sk) ({self._fa.note})")
         # -- GQA
         if short != "flash_attn_qkvpacked_func" and not equal_heads:
-            if hq is not None and hk is not None:
+            old = bool(self._torch_pin) and not _torch_admits(self._torch_pin or "", (2, 5))
+            if old and hq is not None and hk is not None and len(plan.inputs) == 3:
+                # torch < 2.5 has no enable_gqa: repeat each KV head for its group (consecutive, as flash)
+                for i in (1, 2):
+                    plan.inputs[i] += f".repeat_interleave({hq} // {hk}, dim=1)"
+                plan.notes.append(f"GQA by repeat_interleave (torch pin `{self._torch_pin}` < 2.5)")
+            elif hq is not None and hk is not None:
                 plan.kwargs.append(("enable_gqa", f"{hk} != {hq}"))
             else:
                 plan.kwargs.append(("enable_gqa", "True"))

@@ -7,9 +7,9 @@ import warnings
 from pathlib import Path
 
 import pytest
-from porter.codemods._attention_util import flash_version
 
 from porter import registry
+from porter.codemods._attention_util import flash_version
 from porter.findings import Applicability
 from porter.framework import RepoFacts
 from porter.testing import findings, fixed
@@ -75,7 +75,7 @@ def test_unknown_version_is_stated_in_message() -> None:
 def test_old_torch_pin_blocks_only_what_it_must() -> None:
     src = "from flash_attn import flash_attn_func\n\n\ndef f(q, k, v):\n    return flash_attn_func(q, k, v)\n"
     (f,) = found(src, {"torch": "==2.3.1"})
-    assert f.fix == Applicability.NONE and "enable_gqa needs torch >= 2.5" in f.message
+    assert f.fix == Applicability.SAFE and "repeat_interleave" in f.message
     (g,) = found(src, {"torch": ">=2.1"})
     assert g.fix == Applicability.SAFE
     xf = "import xformers.ops as xops\n\n\ndef f(q, k, v):\n    return xops.memory_efficient_attention(q, k, v{})\n"

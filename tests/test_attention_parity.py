@@ -464,3 +464,15 @@ def test_xformers_basic_fixture_runs_like_the_original() -> None:
         assert _same(orig["causal_3d"](q, k, v), new["causal_3d"](q, k, v))
         q4, k4, v4 = rand(2, 4, 3, 8), rand(2, 9, 3, 8, seed=1), rand(2, 9, 3, 8, seed=2)
         assert _same(orig["bottom_right"](q4, k4, v4), new["bottom_right"](q4, k4, v4))
+
+
+@pytest.mark.parametrize(("hq", "hk", "sq", "sk"), [(6, 2, 3, 5), (4, 4, 4, 4), (3, 1, 1, 6)])
+def test_gqa_by_repeat_interleave_for_old_torch_pins(hq, hk, sq, sk) -> None:
+    """Trap 10 with a torch < 2.5 pin: KV heads are repeated consecutively (h // group), not tiled."""
+    src = _FA.format("flash_attn_func(q, k, v)")
+    out = port(src, {"torch": "==2.4.0"})
+    assert "repeat_interleave(q.shape[2] // k.shape[2], dim=1)" in out and "enable_gqa" not in out
+    q, k, v = rand(2, sq, hq, 8), rand(2, sk, hk, 8, seed=1), rand(2, sk, hk, 8, seed=2)
+    assert agree(src, out, q, k, v)
+    if 1 < hk < hq:  # with one KV head, tiling and interleaving coincide
+        assert not agree(src, out.replace("repeat_interleave(", "repeat(1, ").replace(", dim=1)", ", 1, 1)"), q, k, v)

@@ -486,6 +486,8 @@ class ApexVisitor(PyVisitor):
 
     def _other_reference(self, node: cst.Name | cst.Attribute, qual: str) -> None:
         """Non-call uses of apex amp helpers (decorators) and of APIs without an equivalent."""
+        if qual.rsplit(".", 1)[-1].startswith("__"):
+            return  # `amp.__dict__`, `apex.__version__`: introspection, not a use
         if qual.startswith("apex.amp."):
             self._mark(node)
             name = qual.rsplit(".", 1)[1]

@@ -144,7 +144,7 @@ class ImportIndex:
                 continue
             if binding.target == target:
                 return binding.local
-            if target.startswith(binding.target + ".") and isinstance(binding.statement, cst.Import):
+            if target.startswith(binding.target + "."):  # `import torch` or `from torch import nn`
                 candidate = binding.local + target[len(binding.target):]
                 if best is None or len(candidate) < len(best):
                     best = candidate

@@ -28,7 +28,7 @@ from .engine import analyze, fix
 from .findings import Finding
 from .framework import RepoFacts
 
-_HEADER = re.compile(r"porter-fixture:\s*path=(\S+)")
+_HEADER = re.compile(r"porter-fixture:(?P<body>.*)$")
 
 
 def settings_for(family: str | None = None, *, unsafe: bool = False, **options: dict) -> Settings:
@@ -86,14 +86,59 @@ def _companion(path: Path, kind: str) -> Path:
     return path.with_name(name[:idx] + kind + name[idx + 3 :])
 
 
-def fixture_relpath(path: Path, text: str) -> str:
+def fixture_header(text: str) -> dict[str, str]:
+    """``key=value`` pairs of a first-line ``porter-fixture:`` header (path, options, facts)."""
     first = text.splitlines()[0] if text else ""
     m = _HEADER.search(first)
-    if m:
-        return m.group(1)
+    if not m:
+        return {}
+    body = m.group("body").strip().rstrip("*/").strip()
+    out: dict[str, str] = {}
+    for token in body.split():
+        key, sep, value = token.partition("=")
+        if sep:
+            out[key] = value
+    return out
+
+
+def fixture_relpath(path: Path, text: str) -> str:
+    header = fixture_header(text)
+    if "path" in header:
+        return header["path"]
     name = path.name
     idx = name.index(".in.")
     return name[:idx] + name[idx + 3 :]
+
+
+def fixture_settings(family: str, text: str, *, unsafe: bool) -> Settings:
+    """Settings for a fixture; ``options=fam.key=value,fam.key=value`` in the header sets family options."""
+    header = fixture_header(text)
+    options: dict[str, dict] = {}
+    for item in filter(None, header.get("options", "").split(",")):
+        dotted, _, value = item.partition("=")
+        fam, _, key = dotted.partition(".")
+        parsed: object = value
+        if value in {"true", "false"}:
+            parsed = value == "true"
+        options.setdefault(fam, {})[key] = parsed
+    return settings_for(family, unsafe=unsafe, **options)
+
+
+def fixture_facts(text: str, default: RepoFacts | None = None) -> RepoFacts | None:
+    """``imports=a,b``, ``applied=PRT401,...`` and ``pins=dist==1.0;dist2>=2`` from the header."""
+    header = fixture_header(text)
+    if not {"imports", "applied", "pins"} & header.keys():
+        return default
+    pins: dict[str, str] = {}
+    for item in filter(None, header.get("pins", "").split(";")):
+        m = re.match(r"([A-Za-z0-9_.-]+)(.*)$", item)
+        if m:
+            pins[m.group(1).lower()] = m.group(2)
+    return RepoFacts(
+        pins=pins,
+        imports=frozenset(filter(None, header.get("imports", "").split(","))),
+        applied=frozenset(filter(None, header.get("applied", "").split(","))),
+    )
 
 
 def check_fixture(family: str, path: Path, facts: RepoFacts | None = None) -> None:
@@ -102,11 +147,12 @@ def check_fixture(family: str, path: Path, facts: RepoFacts | None = None) -> No
     text = path.read_bytes().decode("utf-8")
     relpath = fixture_relpath(path, text)
     lang = language_of(relpath)
+    facts = fixture_facts(text, facts)
     for kind, unsafe in ((".out", False), (".unsafe.out", True)):
         expected_path = _companion(path, kind)
         if kind == ".unsafe.out" and not expected_path.exists() and not update:
             continue
-        result = fix(relpath, text, lang, settings_for(family, unsafe=unsafe), facts).text
+        result = fix(relpath, text, lang, fixture_settings(family, text, unsafe=unsafe), facts).text
         if update:
             if result != text and (kind == ".out" or result != _read(_companion(path, ".out"), text)):
                 expected_path.write_bytes(result.encode("utf-8"))
@@ -116,11 +162,12 @@ def check_fixture(family: str, path: Path, facts: RepoFacts | None = None) -> No
         expected = _read(expected_path, text)
         assert result == expected, f"{path.name}: {kind[1:]} differs from {expected_path.name}"
         # idempotence: fixing the output again changes nothing
-        again = fix(relpath, result, lang, settings_for(family, unsafe=unsafe), facts).text
+        again = fix(relpath, result, lang, fixture_settings(family, text, unsafe=unsafe), facts).text
         assert again == result, f"{path.name}: a second apply changed the file again"
     expected_findings = _companion(path, "").with_suffix(".findings")
     expected_findings = path.with_name(path.name[: path.name.index(".in.")] + ".findings")
-    got = [f"{f.line}:{f.column} {f.code}" for f in analyze(relpath, text, lang, settings_for(family), facts)]
+    got = [f"{f.line}:{f.column} {f.code}"
+           for f in analyze(relpath, text, lang, fixture_settings(family, text, unsafe=False), facts)]
     if update:
         if got or expected_findings.exists():
             expected_findings.write_text("\n".join(got) + ("\n" if got else ""), encoding="utf-8")

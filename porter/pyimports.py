@@ -138,7 +138,7 @@ class ImportIndex:
         ``alias_for("torch.nn.functional")`` is ``"F"`` after ``import torch.nn.functional as F``
         and ``"torch.nn.functional"`` after ``import torch``.
         """
-        best: str | None = None
+        best: tuple[int, int, str] | None = None  # (rank, length, text): `import` forms first
         for binding in self.statements:
             if not binding.toplevel or binding.gated or binding.local == "*":
                 continue
@@ -146,9 +146,10 @@ class ImportIndex:
                 return binding.local
             if target.startswith(binding.target + "."):  # `import torch` or `from torch import nn`
                 candidate = binding.local + target[len(binding.target):]
-                if best is None or len(candidate) < len(best):
-                    best = candidate
-        return best
+                key = (0 if isinstance(binding.statement, cst.Import) else 1, len(candidate), candidate)
+                if best is None or key < best:
+                    best = key
+        return best[2] if best else None
 
     def modules(self) -> Iterator[Binding]:
         return iter(self.statements)

@@ -121,7 +121,13 @@ def _hipify(result: RunResult, scratch: Path, engine: str) -> tuple[Patch | None
     name = getattr(hip, "engine", "") or engine
     version = getattr(hip, "version", "") or ""
     label = f"{name} {version}".strip()
-    note = getattr(hip, "note", "") or ""
+    skipped = list(getattr(hip, "skipped", []) or [])
+    note = ""
+    if skipped:
+        note = (f"{len(skipped)} source(s) built by `CUDAExtension` were not converted: on a ROCm build of "
+                "torch, `CUDAExtension` hipifies them itself at build time, and converting them here too "
+                "would double-convert them (" + ", ".join(f"`{p}`" for p in skipped[:8])
+                + (", …" if len(skipped) > 8 else "") + ").")
     if not changes:
         return None, findings, label, note or f"HIPify ({label}) changed nothing."
     patch = Patch(

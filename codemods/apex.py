@@ -18,6 +18,12 @@ Decisions (the spec leaves these open):
   no side effects; otherwise the site is flagged.
 - **Keywords are emitted in the order the source evaluated them**; changed defaults are
   appended explicitly.
+- **Norms and autocast.** apex norms return the autocast dtype under autocast, torch norms
+  fp32 (§9 trap 17). Norm rewrites are SAFE (same values, a note in the message) unless the
+  file itself uses autocast, where the dtype change is observable: then UNSAFE.
+- **Gated imports stay.** An ``import apex...`` inside ``try/except ImportError`` also sets
+  availability flags (``has_apex = True``); porter rewrites the calls but never removes such
+  an import, so the flags keep their meaning.
 - **apex amp** is flagged with a checklist (its only exact rewrite is ``master_params``):
   O1's per-op cast lists differ from autocast (APPROX) and a GradScaler must be threaded
   through the training loop by hand; O2/O3 have no torch equivalent.
@@ -289,6 +295,7 @@ _NO_EQUIVALENT = {
     "apex.parallel.LARC": "LARC wrapper: port the trust-ratio logic by hand",
 }
 
+_DDP_METHODS = re.compile(r"\.(?:disable_allreduce|enable_allreduce|allreduce_params|allreduce_buffers|needs_refresh)\b")
 _TORCH_MODULES = frozenset({"torch", "torch.optim", "torch.nn", "torch.nn.functional", "torch.nn.parallel",
                             "torch.nn.utils"})
 _AUTOCAST = re.compile(r"\bautocast\b|is_autocast_enabled|get_autocast_dtype|\bcustom_fwd\b")
@@ -624,7 +631,8 @@ class ApexVisitor(PyVisitor):
             else:
                 why += "; set [tool.porter.apex] assume-fp32-params = true if they are fp32"
         return _Rewrite("PRT300", self._render(new), fix,
-                        f"apex FusedAdam → torch.optim.{cls} with weight_decay explicit: {why}. {_STEP_NOTE}",
+                        f"apex FusedAdam → torch.optim.{cls} with weight_decay explicit: {why}. {_STEP_NOTE}"
+                        f"{_grad_none_note(b)}",
                         f"use torch.optim.{cls.split('(')[0].split(' ')[0]}")
 
     _SGD = ("params", "lr", "momentum", "dampening", "weight_decay", "nesterov", "wd_after_momentum",
@@ -651,7 +659,8 @@ class ApexVisitor(PyVisitor):
         new = rebuild(node, self._callee("torch.optim.SGD"), args)
         return _Rewrite("PRT301", self._render(new), SAFE,
                         "apex FusedSGD → torch.optim.SGD: the same update (decay before momentum, buffer "
-                        "initialised to the first gradient, same Nesterov form)", "use torch.optim.SGD")
+                        "initialised to the first gradient, same Nesterov form)" + _grad_none_note(b),
+                        "use torch.optim.SGD")
 
     def _rw_FusedAdagrad(self, node: cst.Call, qual: str) -> _Rewrite | str:
         self._begin()
@@ -671,7 +680,8 @@ class ApexVisitor(PyVisitor):
         new = rebuild(node, self._callee("torch.optim.Adagrad"), args)
         return _Rewrite("PRT302", self._render(new), SAFE,
                         "apex FusedAdagrad → torch.optim.Adagrad (keywords: torch's positional order differs; "
-                        "lr_decay=0 and initial_accumulator_value=0 match apex)", "use torch.optim.Adagrad")
+                        "lr_decay=0 and initial_accumulator_value=0 match apex)" + _grad_none_note(b),
+                        "use torch.optim.Adagrad")
 
     def _rw_FusedLAMB(self, node: cst.Call, qual: str) -> str:
         return (f"{qual}: torch 2.13 has no LAMB optimizer; keep apex built from ROCm/apex or port LAMB by "
@@ -902,6 +912,11 @@ class ApexVisitor(PyVisitor):
         ):
             if reason:
                 return reason
+        hooks = _DDP_METHODS.search(self.ctx.text)
+        if hooks:
+            return (f"{qual} not rewritten: this file calls `{hooks.group(0)}` (line "
+                    f"{self.ctx.position(hooks.start())[0]}), an apex DDP method torch DDP lacks; use "
+                    "`with ddp.no_sync():` for accumulation steps, then rewrite the wrapper")
         args = self._args(b, {"module": "module"}, positional=("module",))
         args.append(kwarg("forward_sync_buffers", "False"))
         new = rebuild(node, self._callee("torch.nn.parallel.DistributedDataParallel"), args)
@@ -1065,6 +1080,13 @@ _FLAG_CODE = {
 for _fn in ("fused_layer_norm_affine", "fused_layer_norm", "fused_rms_norm_affine", "fused_rms_norm",
             "mixed_dtype_fused_layer_norm_affine", "mixed_dtype_fused_rms_norm_affine"):
     _FLAG_CODE[_fn] = "PRT313"
+
+
+def _grad_none_note(b: Bound) -> str:
+    if not b.has("set_grad_none"):
+        return ""
+    return ("; set_grad_none dropped: with torch >= 2.0 apex's zero_grad() also sets grads to None when it is "
+            "False (it calls Optimizer.zero_grad()), so zero_grad() behaves the same")
 
 
 def _ident(key: str) -> str:

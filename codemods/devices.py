@@ -234,6 +234,7 @@ def _literal(node: cst.BaseExpression) -> tuple[int, ...] | int | None:
 _VENDOR_WORDS = {"nvidia": "nvidia", "geforce": "nvidia", "tesla": "nvidia", "quadro": "nvidia",
                  "amd": "amd", "radeon": "amd", "instinct": "amd"}
 _AMD_MODEL = re.compile(r"^(mi ?\d|gfx\d|rx ?\d|radeon pro|w\d{4})")
+_ROCM_GUARD = re.compile(r"hip|rocm|version\.cuda", re.IGNORECASE)
 _PARSERS = {"float", "int", "tuple", "packaging.version.parse", "packaging.version.Version",
             "distutils.version.LooseVersion", "pkg_resources.parse_version", "version.parse"}
 
@@ -259,6 +260,7 @@ class DevicesVisitor(PyVisitor):
         self._candidates: list[_Candidate] = []
         self._seen_version: set[int] = set()
         self.dm = device_module(ctx)
+        self._guards: list[str] = []
 
     def report(self, node: cst.CSTNode, code: str, message: str, **kwargs: object):  # type: ignore[override]
         """Report nothing inside the capability module itself: its checks are the reference."""
@@ -510,6 +512,8 @@ class DevicesVisitor(PyVisitor):
         for side in (node.left, comp.comparator):
             if self._is_cuda_version(side) and id(side) not in self._seen_version:
                 self._seen_version.add(id(side))
+                if self._rocm_aware():
+                    continue
                 if isinstance(comp.operator, (cst.Is, cst.IsNot)):
                     self._version_test(side, "an `is None` test")
                 else:
@@ -527,6 +531,41 @@ class DevicesVisitor(PyVisitor):
         self._mark(node.test, self.ctx.code_for(node.body))
         self._truthy(node.test)
 
+    # conditions that enclose the code being visited (branches only, never the test itself)
+    def visit_If_body(self, node: cst.If) -> None:
+        self._guards.append(self.code(node.test))
+
+    def leave_If_body(self, node: cst.If) -> None:
+        self._guards.pop()
+
+    def visit_If_orelse(self, node: cst.If) -> None:
+        self._guards.append(self.code(node.test))
+
+    def leave_If_orelse(self, node: cst.If) -> None:
+        self._guards.pop()
+
+    def visit_IfExp_body(self, node: cst.IfExp) -> None:
+        self._guards.append(self.code(node.test))
+
+    def leave_IfExp_body(self, node: cst.IfExp) -> None:
+        self._guards.pop()
+
+    def visit_IfExp_orelse(self, node: cst.IfExp) -> None:
+        self._guards.append(self.code(node.test))
+
+    def leave_IfExp_orelse(self, node: cst.IfExp) -> None:
+        self._guards.pop()
+
+    def visit_BooleanOperation_right(self, node: cst.BooleanOperation) -> None:
+        self._guards.append(self.code(node.left))
+
+    def leave_BooleanOperation_right(self, node: cst.BooleanOperation) -> None:
+        self._guards.pop()
+
+    def _rocm_aware(self) -> bool:
+        """Inside a branch chosen by a ROCm/HIP test or by a test of torch.version.cuda itself."""
+        return any(_ROCM_GUARD.search(text) for text in self._guards)
+
     def visit_IfExp(self, node: cst.IfExp) -> None:
         self._truthy(node.test)
 
@@ -541,12 +580,16 @@ class DevicesVisitor(PyVisitor):
     def _truthy(self, expr: cst.BaseExpression) -> None:
         if self._is_cuda_version(expr) and id(expr) not in self._seen_version:
             self._seen_version.add(id(expr))
-            self._version_test(expr, "a truth value")
+            if not self._rocm_aware():
+                self._version_test(expr, "a truth value")
 
     def visit_Call(self, node: cst.Call) -> None:
         q = self.qualname(node.func)
         func_name = q or (dotted(node.func) or "")
-        if node.args and self._is_cuda_version(node.args[0].value) and (
+        if self._rocm_aware() and (node.args and self._is_cuda_version(node.args[0].value) or isinstance(
+                node.func, cst.Attribute) and self._is_cuda_version(node.func.value)):
+            pass  # the branch is already chosen by a ROCm/HIP test or a torch.version.cuda test
+        elif node.args and self._is_cuda_version(node.args[0].value) and (
             func_name in _PARSERS or func_name.endswith(("version.parse", "Version", "LooseVersion"))
         ):
             arg = node.args[0].value

@@ -109,8 +109,14 @@ def package_of(f: Finding) -> str | None:
     for key in ("package", "dist", "distribution"):
         value = f.data.get(key) if f.data else None
         if isinstance(value, str) and value:
-            return value.strip().lower().replace("_", "-")
+            name = value.strip().lower().replace("_", "-")
+            return _SAME_PACKAGE.get(name, name)
     return None
+
+
+# Several names of one distribution (import name vs PyPI name) count once in the estimate.
+_SAME_PACKAGE = {"pynvml": "nvidia-ml-py", "nvidia-ml-py3": "nvidia-ml-py", "transformer-engine-torch":
+                 "transformer-engine", "flash-attn-2": "flash-attn", "apex-cuda": "apex"}
 
 
 def directory_of(path: str) -> str:

@@ -17,7 +17,9 @@ from packaging.version import InvalidVersion, Version
 
 from porter.findings import Applicability, Category, Edit, Severity
 from porter.framework import Family, PyContext, PyVisitor, rule
+from porter.pyimports import dotted
 
+from ._attention_modules import MODULES
 from ._attention_scope import Scope, collect, unpack_key
 from ._attention_util import (
     NotLiteral,
@@ -117,13 +119,21 @@ RULES = (
          "by the pinned version, the import form (only v2 exports it from `flash_attn`) and the "
          "arguments; when it cannot tell, or the call is v1, it reports the site."),
     rule("PRT110", "flash-attn-module", NAME,
-         "flash-attn attention modules (`FlashSelfAttention`, `FlashCrossAttention`, v1 "
-         "`FlashAttention`, `MHA`): port by hand.",
-         Category.REPLACE, severity=Severity.WARNING, effort_hours=2.0,
-         explanation="The module's forward is reached through an attribute (`self.inner_attn(qkv)`) "
-         "that porter cannot follow statically. Port it with SDPA as in PRT101/PRT102, keeping "
-         "`self.drop.p if self.training else 0.0` (the modules apply dropout only in training) and, "
-         "for v1 `FlashAttention`, the `(out, None)` return."),
+         "flash-attn attention modules (`FlashSelfAttention`, `FlashCrossAttention`, v1 `FlashAttention`) → "
+         "a portable SDPA class added to the file.",
+         Category.REPLACE, severity=Severity.WARNING, fix=Applicability.SAFE, effort_hours=2.0,
+         explanation="These modules hold no parameters (only an `nn.Dropout`), so porter adds a class with the "
+         "same constructor and forward arguments (`SDPASelfAttention`, `SDPACrossAttention`, "
+         "`SDPAFlashAttention`) that computes with SDPA: qkv/kv unpacked with `unbind(2)`, `(B, S, H, D)` "
+         "transposed in and out, dropout `p if self.training else 0.0` (the modules, unlike the functions, "
+         "apply dropout only in training), bottom-right causal for cross-attention, GQA via `enable_gqa`, "
+         "and v1's `(out, None)` result. The constructor call is pointed at the new class; checkpoints load "
+         "unchanged.\n\nApplied only when the constructor's `window_size`/`alibi_slopes`/`deterministic` are "
+         "literal defaults and every call of the instance in the file (found through the attribute or "
+         "name it is assigned to) passes no `cu_seqlens`/`max_seqlen`/`key_padding_mask`; the class "
+         "raises `NotImplementedError` on those arguments in case a caller elsewhere passes them. "
+         "`flash_attn.modules.mha.MHA` (a whole block with its own parameters) and v1 `FlashMHA` are "
+         "reported for a manual port.\n\n" + _SAFETY),
     rule("PRT111", "flash-attn-3", NAME,
          "FlashAttention-3 (`flash_attn_interface`, Hopper only): port by hand.",
          Category.REPLACE, severity=Severity.WARNING, effort_hours=2.0,
@@ -267,6 +277,7 @@ class AttentionVisitor(PyVisitor):
         self._viewed: set[int] = set()  # calls directly followed by .view(...)
         self._returned: set[int] = set()  # calls directly returned
         self._assigned: dict[int, str] = {}  # call -> name it is assigned to
+        self._assigned_target: dict[int, str] = {}  # call -> name or attribute chain it is assigned to
         self._fa = flash_version(ctx.facts.pins.get("flash-attn"))
         self._torch_pin = ctx.facts.pins.get("torch")
 
@@ -290,6 +301,8 @@ class AttentionVisitor(PyVisitor):
             t = node.targets[0].target
             if isinstance(t, cst.Name):
                 self._assigned[id(node.value)] = t.value
+            if isinstance(t, (cst.Name, cst.Attribute)) and dotted(t):
+                self._assigned_target[id(node.value)] = dotted(t) or ""
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if isinstance(node.value, cst.Call) and isinstance(node.target, cst.Name):
@@ -326,6 +339,9 @@ class AttentionVisitor(PyVisitor):
             self.report(node, "PRT111", f"{qual} is FlashAttention-3 (Hopper only); port it by hand to "
                         "F.scaled_dot_product_attention", fix=Applicability.NONE)
             return
+        if qual in MODULES:
+            self._flash_module(node, qual)
+            return
         if qual in _FA_MODULES:
             self.report(node, "PRT110", f"flash-attn module {_FA_MODULES[qual]}: its forward calls cannot be "
                         "followed statically; port it to F.scaled_dot_product_attention by hand, keeping "
@@ -361,6 +377,90 @@ class AttentionVisitor(PyVisitor):
             self.report(node, code, f"{short} not rewritten: {exc}", fix=Applicability.NONE)
             return
         self._emit(node, code, short, plan)
+
+    def _flash_module(self, node: cst.Call, qual: str) -> None:
+        """FlashSelfAttention / FlashCrossAttention / v1 FlashAttention → a portable class in the file."""
+        cls, template, positional, extra, cu_slot, unported = MODULES[qual]
+        label = qual.rsplit(".", 1)[-1]
+        bound = bind(node, positional, positional + extra)
+        try:
+            if bound.error:
+                raise _Blocked(bound.error)
+            a = bound.args
+            for name, default in (("window_size", (-1, -1)), ("alibi_slopes", None), ("deterministic", False)):
+                try:
+                    value = literal(a.get(name), default)
+                except NotLiteral:
+                    value = _NONLIT
+                if value != default:
+                    raise _Blocked(f"{name} is not literally {default!r} (no portable stand-in: port it by hand)")
+            if cls in self.ctx.imports.bindings or cls in self._module_names():
+                raise _Blocked(f"the name {cls} is already used in this file")
+            target = self._assigned_target.get(id(node))
+            if target is None:
+                raise _Blocked("the instance is not assigned to a name or attribute porter can follow, so its "
+                               "forward calls (cu_seqlens?) cannot be checked")
+            bad = self._module_calls(target, cu_slot, unported)
+            if bad:
+                raise _Blocked(f"`{bad}` calls it with an argument the portable class does not support "
+                               f"({', '.join(unported)})")
+            if qual.endswith("FlashCrossAttention") and self._torch_pin and not _torch_admits(self._torch_pin, (2, 5)):
+                raise _Blocked(f"the repo pins torch `{self._torch_pin}`, but enable_gqa needs torch >= 2.5")
+        except _Blocked as exc:
+            self.report(node, "PRT110", f"flash-attn module {label} not rewritten: {exc}", fix=Applicability.NONE)
+            return
+        torch_ = self._torch()
+        kwargs = ", ".join(f"{k}={flat(self.code(a[k]))}" for k in positional if k in a)
+        offset = self._class_insertion_point()
+        adds = [] if self.ctx.imports.alias_for("torch") else ["import torch"]
+        if "causal_lower_right" in template:
+            adds.append("from torch.nn.attention.bias import causal_lower_right")
+        insertion = Edit(offset, offset, template.lstrip("\n").format(torch=torch_) + "\n\n")
+        self.report(node, "PRT110", f"flash-attn module {label} → {cls}, a parameter-free portable class porter adds to "
+                    "this file (same arguments and state_dict; SDPA; dropout only in training, as flash-attn's "
+                    "module); its forward calls here pass no cu_seqlens", replacement=f"{cls}({kwargs})",
+                    fix=Applicability.SAFE, fix_title=f"use the portable {cls}", add_imports=tuple(adds),
+                    remove_imports=self._library_imports(node.func), edits=(insertion,))
+
+    def _module_names(self) -> set[str]:
+        names = set()
+        for stmt in self.ctx.module.body:
+            if isinstance(stmt, (cst.ClassDef, cst.FunctionDef)):
+                names.add(stmt.name.value)
+        return names
+
+    def _class_insertion_point(self) -> int:
+        """Offset of the line where the first top-level class or function (with decorators) starts."""
+        for stmt in self.ctx.module.body:
+            if isinstance(stmt, (cst.ClassDef, cst.FunctionDef)):
+                first = stmt.decorators[0] if stmt.decorators else stmt
+                start = self.span(first)[0]
+                return self.ctx.text.rfind("\n", 0, start) + 1
+        return len(self.ctx.text) if self.ctx.text.endswith("\n") else len(self.ctx.text)
+
+    def _module_calls(self, target: str, cu_slot: int, unported: tuple[str, ...]) -> str | None:
+        """Source of the first call of the instance (``target`` = attribute or name) that passes
+        an unported argument, else None."""
+        attr = target.rsplit(".", 1)[-1]
+        hit: list[str] = []
+        code = self.code
+
+        class _V(cst.CSTVisitor):
+            def visit_Call(inner, n: cst.Call) -> None:  # noqa: N805
+                f = n.func
+                if isinstance(f, cst.Attribute) and f.attr.value == "forward":
+                    f = f.value
+                name = f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else None
+                if name != attr:
+                    return
+                npos = len([x for x in n.args if x.keyword is None])
+                if any(x.star for x in n.args) or npos > cu_slot or any(
+                    x.keyword is not None and x.keyword.value in unported for x in n.args
+                ):
+                    hit.append(flat(code(n))[:60])
+
+        self.ctx.module.visit(_V())
+        return hit[0] if hit else None
 
     def _v1_reason(self, node: cst.Call, qual: str) -> str | None:
         """Why this `flash_attn_func` call may be flash-attn v1's (qkv, cu_seqlens, ...) API."""

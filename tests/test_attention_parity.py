@@ -375,14 +375,16 @@ def test_dropout_is_applied_in_eval() -> None:
         ("flash_attn_func(q, k, v, alibi_slopes=self.s(x))", "PRT100", "not a plain name"),
         ("flash_attn_func(q, k, v, 0.0, None, True, (4, 0))", "PRT100", "positional argument 7"),  # trap 3
         ("flash_attn_func(q, k, v, window_size=w)", "PRT100", "window_size"),
+        ("FlashSelfAttention(window_size=(8, 0))", "PRT110", "window_size"),
         ("flash_attn_varlen_func(q, k, v, cu, cu, 8, 8)", "PRT103", "variable-length"),
         ("flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens)", "PRT104", "cache_seqlens"),
         ("flash_attn_func(self.q(x), self.k(x), v, causal=True)", "PRT100", "`self.q(x)` and `self.k(x)` are not a plain name"),
     ],
 )
 def test_flagged_not_rewritten(call: str, code: str, reason: str) -> None:
-    src = ("from flash_attn import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache\n\n\n"
-           f"def attn(self, x, q, k, v, kc, vc, cu, lens, slopes, w):\n    return {call}\n")
+    src = ("from flash_attn import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache\n"
+           "from flash_attn.modules.mha import FlashSelfAttention\n\n\n"
+           f"def attn(self, x, q, k, v, kc, vc, cu, lens, slopes, w):\n    a = {call}\n    return a\n")
     found = [f for f in findings(src, family="attention") if f.code == code]
     assert found and found[0].fix.value == "none" and reason in found[0].message, found
     assert port(src) == src
@@ -476,3 +478,67 @@ def test_gqa_by_repeat_interleave_for_old_torch_pins(hq, hk, sq, sk) -> None:
     assert agree(src, out, q, k, v)
     if 1 < hk < hq:  # with one KV head, tiling and interleaving coincide
         assert not agree(src, out.replace("repeat_interleave(", "repeat(1, ").replace(", dim=1)", ", 1, 1)"), q, k, v)
+
+
+# -- PRT110 module wrappers ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_flash_modules_fixture_parity(training: bool) -> None:
+    # the rewritten file still imports flash_attn for its flagged Varlen class: load it with the
+    # references present, and check the ported classes are the portable ones
+    orig, new = _module("flash_modules", "in", "v2.1+"), _module("flash_modules", "out", "v2.1+")
+    torch.manual_seed(0)
+    a, b = orig["SelfAttn"](24, 3).train(training), new["SelfAttn"](24, 3).train(training)
+    assert type(b.inner_attn).__name__ == "SDPASelfAttention"
+    assert type(new["CrossAttn"]().inner_cross_attn).__name__ == "SDPACrossAttention"
+    b.load_state_dict(a.state_dict())  # same parameter names: checkpoints load unchanged
+    x = rand(2, 5, 24)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert _same(a(x), b(x))
+        for scale in (None, 0.2):
+            q, kv = rand(2, 3, 4, 8), rand(2, 6, 2, 2, 8, seed=1)  # Sq < Sk, GQA 4 -> 2
+            assert _same(orig["CrossAttn"](scale)(q, kv), new["CrossAttn"](scale)(q, kv))
+
+
+def test_module_dropout_is_gated_on_training() -> None:
+    """Trap 9: the modules apply dropout only in training; a port that always applies it is caught."""
+    orig, new = _module("flash_modules", "in", "v2.1+"), _module("flash_modules", "out", "v2.1+")
+    src = (_FIXTURES / "flash_modules.out.py").read_text()
+    naive_src = src.replace("dropout_p=self.drop.p if self.training else 0.0", "dropout_p=self.drop.p")
+    assert naive_src != src
+    mod = types.ModuleType("porter_attention_naive_modules")
+    sys.modules[mod.__name__] = mod
+    saved = {n: sys.modules.get(n) for n in fake_modules()}
+    sys.modules.update(fake_modules())
+    try:
+        exec(compile(naive_src, "naive", "exec"), mod.__dict__)
+    finally:
+        for n, old in saved.items():
+            if old is None:
+                sys.modules.pop(n, None)
+            else:
+                sys.modules[n] = old
+    torch.manual_seed(0)
+    a = orig["SelfAttn"](24, 3, dropout=0.5).eval()
+    b, c = new["SelfAttn"](24, 3, dropout=0.5).eval(), mod.SelfAttn(24, 3, dropout=0.5).eval()
+    b.load_state_dict(a.state_dict())
+    c.load_state_dict(a.state_dict())
+    x = rand(2, 5, 24)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert _same(a(x), b(x))
+        assert not _same(a(x), c(x))
+
+
+def test_v1_flash_attention_module_parity() -> None:
+    src = ("import torch\nfrom flash_attn.flash_attention import FlashAttention\n\n\n"
+           "class Block(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+           "        self.attn = FlashAttention(softmax_scale=0.3)\n\n"
+           "    def forward(self, qkv):\n        out, _ = self.attn(qkv, causal=True)\n        return out\n\n\n"
+           "def attn(qkv):\n    return Block().eval()(qkv)\n")
+    out = port(src)
+    assert "SDPAFlashAttention(softmax_scale=0.3)" in out and "flash_attn" not in out
+    qkv = rand(2, 5, 3, 2, 8)
+    assert agree(src, out, qkv)

@@ -145,6 +145,60 @@ def flash_attn_module(era: str = "v2.1+") -> types.ModuleType:
     return mod
 
 
+class FlashSelfAttention(torch.nn.Module):
+    """flash_attn.modules.mha.FlashSelfAttention: qkv (B, S, 3, H, D); dropout only in training."""
+
+    def __init__(self, causal=False, softmax_scale=None, attention_dropout=0.0, window_size=(-1, -1),
+                 alibi_slopes=None, deterministic=False):
+        super().__init__()
+        self.causal = causal
+        self.softmax_scale = softmax_scale
+        self.drop = torch.nn.Dropout(attention_dropout)
+        self.window_size = window_size
+
+    def forward(self, qkv, causal=None, cu_seqlens=None, max_seqlen=None):
+        assert cu_seqlens is None
+        causal = self.causal if causal is None else causal
+        assert not self.training or self.drop.p == 0.0, "the reference cannot reproduce dropout draws"
+        q, k, v = qkv.unbind(2)
+        return _flash(q, k, v, 0.0, self.softmax_scale, causal, self.window_size, 0.0, None, False, "v2.1+")
+
+
+class FlashCrossAttention(torch.nn.Module):
+    """flash_attn.modules.mha.FlashCrossAttention: q (B, Sq, H, D), kv (B, Sk, 2, Hk, D)."""
+
+    def __init__(self, causal=False, softmax_scale=None, attention_dropout=0.0, alibi_slopes=None,
+                 window_size=(-1, -1), deterministic=False):
+        super().__init__()
+        self.causal = causal
+        self.softmax_scale = softmax_scale
+        self.drop = torch.nn.Dropout(attention_dropout)
+        self.window_size = window_size
+
+    def forward(self, q, kv, causal=None, cu_seqlens=None, max_seqlen=None, cu_seqlens_k=None, max_seqlen_k=None):
+        assert cu_seqlens is None
+        causal = self.causal if causal is None else causal
+        assert not self.training or self.drop.p == 0.0, "the reference cannot reproduce dropout draws"
+        k, v = kv.unbind(2)
+        return _flash(q, k, v, 0.0, self.softmax_scale, causal, self.window_size, 0.0, None, False, "v2.1+")
+
+
+class FlashAttention(torch.nn.Module):
+    """flash-attn v1 flash_attention.FlashAttention: returns (out, None); dropout only in training."""
+
+    def __init__(self, softmax_scale=None, attention_dropout=0.0):
+        super().__init__()
+        self.softmax_scale = softmax_scale
+        self.dropout_p = attention_dropout
+
+    def forward(self, qkv, key_padding_mask=None, causal=False, cu_seqlens=None, max_s=None, need_weights=False):
+        assert key_padding_mask is None and cu_seqlens is None
+        assert not self.training or self.dropout_p == 0.0, "the reference cannot reproduce dropout draws"
+        q, k, v = qkv.unbind(2)
+        out = _flash(q, k, v, 0.0, self.softmax_scale, causal, (-1, -1), 0.0, None, False, "v2.0")
+        return out, None
+
+
 # -- xformers ------------------------------------------------------------------------------------
 
 
@@ -260,9 +314,19 @@ def fake_modules(era: str = "v2.1+") -> dict[str, types.ModuleType]:
     xops = xformers_ops_module()
     xf = types.ModuleType("xformers")
     xf.ops = xops  # type: ignore[attr-defined]
+    mha = types.ModuleType("flash_attn.modules.mha")
+    mha.FlashSelfAttention = FlashSelfAttention  # type: ignore[attr-defined]
+    mha.FlashCrossAttention = FlashCrossAttention  # type: ignore[attr-defined]
+    v1 = types.ModuleType("flash_attn.flash_attention")
+    v1.FlashAttention = FlashAttention  # type: ignore[attr-defined]
+    modules = types.ModuleType("flash_attn.modules")
+    modules.mha = mha  # type: ignore[attr-defined]
     return {
         "flash_attn": fa,
         "flash_attn.flash_attn_interface": fa,
+        "flash_attn.modules": modules,
+        "flash_attn.modules.mha": mha,
+        "flash_attn.flash_attention": v1,
         "xformers": xf,
         "xformers.ops": xops,
         "xformers.ops.fmha": xops,

@@ -28,7 +28,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import registry
-from .findings import Applicability, Category, Finding, Rule, Severity
+from .findings import Applicability, Category, Finding, Severity
+from .reporters import category_of, effort_of, rule_of, severity_of
 
 HOURS_PER_DAY = 6.0
 PACKAGE_HOURS = 4.0
@@ -61,29 +62,7 @@ GOALS: tuple[tuple[str, str, str, str], ...] = (
 # -- per-finding metadata ------------------------------------------------------------------------
 
 
-def rule_of(f: Finding) -> Rule | None:
-    return registry.rules().get(f.code)
-
-
-def category_of(f: Finding) -> Category:
-    if f.category is not None:
-        return f.category
-    r = rule_of(f)
-    return r.category if r else Category.BENIGN
-
-
-def severity_of(f: Finding) -> Severity:
-    if f.severity is not None:
-        return f.severity
-    r = rule_of(f)
-    return r.severity if r else Severity.ERROR
-
-
-def effort_of(f: Finding) -> float:
-    if f.effort_hours is not None:
-        return float(f.effort_hours)
-    r = rule_of(f)
-    return float(r.effort_hours) if r else 0.0
+# rule_of, category_of, severity_of and effort_of are the reporters' (one definition each)
 
 
 def family_of(f: Finding) -> str:

@@ -130,31 +130,90 @@ def as_positional(arg: cst.Arg) -> cst.Arg:
     return arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
 
 
+_Sep = tuple  # (comma, whitespace_after_arg): what follows an argument
+
+
+def _sep(arg: cst.Arg) -> _Sep:
+    return (arg.comma, arg.whitespace_after_arg)
+
+
+def _break(sep: _Sep) -> cst.BaseParenthesizableWhitespace:
+    """The whitespace that carries a separator's line break (and trailing comment), if any."""
+    comma, after = sep
+    if isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace):
+        return comma.whitespace_after
+    return after
+
+
+def _strip(ws: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesizableWhitespace:
+    if isinstance(ws, cst.ParenthesizedWhitespace):
+        return ws.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+    return ws
+
+
+def _comment(ws: cst.BaseParenthesizableWhitespace) -> cst.TrailingWhitespace | None:
+    if isinstance(ws, cst.ParenthesizedWhitespace) and ws.first_line.comment is not None:
+        return ws.first_line
+    return None
+
+
 def rebuild(call: cst.Call, func: str, args: list[cst.Arg]) -> cst.Call:
-    """``call`` with a new callee and argument list, commas laid out like the original."""
+    """``call`` with a new callee and argument list, separators laid out like the original.
+
+    Kept arguments keep their own separators (and comments); the original last separator
+    (which holds the layout before ``)``) stays last; new arguments get a comment-free copy
+    of the first inner separator.
+    """
     originals = list(call.args)
-    trailing = bool(originals) and isinstance(originals[-1].comma, cst.Comma)
-    template: cst.Comma | None = None
-    for a in originals[:-1] if not trailing else originals:
+    if not originals:
+        return call.with_changes(func=cst.parse_expression(func), args=args)
+    last_orig = originals[-1]
+    closing = _sep(last_orig)
+    template: _Sep = (cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")), cst.SimpleWhitespace(""))
+    for a in originals[:-1]:
         if isinstance(a.comma, cst.Comma):
-            template = a.comma
+            template = (a.comma.with_changes(whitespace_after=_strip(a.comma.whitespace_after)),
+                        _strip(a.whitespace_after_arg))
             break
-    if template is None:
-        template = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    last_comma = originals[-1].comma if trailing else cst.MaybeSentinel.DEFAULT
-    original_last = originals[-1] if originals else None
+    originals_by_value = {id(a.value): a for a in originals}
     laid: list[cst.Arg] = []
     for i, a in enumerate(args):
+        src = originals_by_value.get(id(a.value))
         is_last = i == len(args) - 1
         if is_last:
-            comma = last_comma
-        elif isinstance(a.comma, cst.Comma) and not (a is original_last or _same(a, original_last)):
-            comma = a.comma
+            if src is last_orig:
+                comma, after = closing
+            else:  # the closing layout, with this argument's comment instead of the old last one's
+                comma, after = closing
+                if isinstance(comma, cst.Comma):
+                    comma = comma.with_changes(whitespace_after=_strip(comma.whitespace_after))
+                after = _strip(after)
+                note = _comment(_break(_sep(src))) if src is not None else None
+                if note is not None:
+                    if isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace):
+                        comma = comma.with_changes(whitespace_after=comma.whitespace_after.with_changes(first_line=note))
+                    elif isinstance(after, cst.ParenthesizedWhitespace):
+                        after = after.with_changes(first_line=note)
+        elif src is not None and src is not last_orig and isinstance(src.comma, cst.Comma):
+            comma, after = _sep(src)
+        elif src is last_orig:  # the old last argument moves inwards: keep its comment
+            comma, after = template
+            note = _comment(_break(closing))
+            if note is not None:
+                ws = comma.whitespace_after if isinstance(comma, cst.Comma) else cst.SimpleWhitespace("")
+                if isinstance(ws, cst.ParenthesizedWhitespace):
+                    ws = ws.with_changes(first_line=note)
+                else:
+                    ws = cst.ParenthesizedWhitespace(first_line=note, indent=True,
+                                                     last_line=_indent_of(_break(closing)))
+                comma = cst.Comma(whitespace_after=ws)
         else:
-            comma = template
-        laid.append(a.with_changes(comma=comma))
+            comma, after = template
+        laid.append(a.with_changes(comma=comma, whitespace_after_arg=after))
     return call.with_changes(func=cst.parse_expression(func), args=laid)
 
 
-def _same(a: cst.Arg, b: cst.Arg | None) -> bool:
-    return b is not None and a.value is b.value
+def _indent_of(ws: cst.BaseParenthesizableWhitespace) -> cst.SimpleWhitespace:
+    if isinstance(ws, cst.ParenthesizedWhitespace):
+        return cst.SimpleWhitespace(ws.last_line.value + "    ")
+    return cst.SimpleWhitespace("")

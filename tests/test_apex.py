@@ -194,3 +194,60 @@ def test_from_torch_import_module_aliases_are_reused() -> None:
            "from apex.normalization import FusedLayerNorm\nx = FusedSGD(p, lr=1)\ny = FusedLayerNorm(3)\n")
     assert fixed(src, family="apex") == ("from torch import optim as optim\nfrom torch import nn\n"
                                          "x = optim.SGD(p, lr=1, fused=True)\ny = nn.LayerNorm(3)\n")
+
+
+# -- robustness: arbitrary argument lists never crash, break the file or loop -------------------
+
+_CALLEES = [
+    ("apex.optimizers", "FusedAdam"), ("apex.optimizers", "FusedSGD"), ("apex.optimizers", "FusedAdagrad"),
+    ("apex.normalization", "FusedLayerNorm"), ("apex.normalization", "FusedRMSNorm"),
+    ("apex.normalization", "MixedFusedRMSNorm"), ("apex.normalization.fused_layer_norm", "fused_rms_norm_affine"),
+    ("apex.normalization.fused_layer_norm", "mixed_dtype_fused_layer_norm_affine"),
+    ("apex.parallel", "DistributedDataParallel"), ("apex.parallel", "SyncBatchNorm"),
+    ("apex.parallel", "convert_syncbn_model"), ("apex.contrib.clip_grad", "clip_grad_norm_"),
+    ("apex.contrib.group_norm", "GroupNorm"), ("apex.contrib.layer_norm", "FastLayerNorm"),
+    ("apex.amp", "master_params"),
+]
+_KEYS = ["lr", "eps", "betas", "weight_decay", "adam_w_mode", "bias_correction", "momentum", "nesterov",
+         "elementwise_affine", "memory_efficient", "gradient_average", "process_group", "channel_last", "act",
+         "set_grad_none", "module", "params", "weight", "normalized_shape", "bogus"]
+_VALS = ["1e-3", "True", "False", "None", "x", "cfg.lr", "f()", "(0.9, 0.99)", "-1", "'silu'", "[a, b]",
+         "x if y else z", "(\n        1e-5  # comment\n    )", "lambda: 0"]
+
+
+@st.composite
+def _weird_call(draw: st.DrawFn) -> str:
+    module, name = draw(st.sampled_from(_CALLEES))
+    n = draw(st.integers(0, 6))
+    args = []
+    for i in range(n):
+        kind = draw(st.sampled_from(["pos", "kw", "kw", "star"] if i else ["pos", "kw"]))
+        val = draw(st.sampled_from(_VALS))
+        if kind == "pos":
+            args.append(val)
+        elif kind == "kw":
+            args.append(f"{draw(st.sampled_from(_KEYS))}={val}")
+        else:
+            args.append(draw(st.sampled_from(["*xs", "**kw"])))
+    sep = draw(st.sampled_from([", ", ",\n        "]))
+    call = f"{name}({sep.join(args)}{draw(st.sampled_from(['', ',']))})"
+    alias = "amp" if module == "apex.amp" else name
+    head = "from apex import amp\n" if module == "apex.amp" else f"from {module} import {name}\n"
+    call = call.replace(name, alias, 1) if module != "apex.amp" else "amp." + call
+    return f"import torch\n{head}\n\ndef g(x, y, z, a, b, cfg, xs, kw, f):\n    out = {call}\n    return out\n"
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(_weird_call(), st.booleans())
+def test_arbitrary_calls_never_break_the_file(src: str, unsafe: bool) -> None:
+    try:
+        ast.parse(src)
+    except SyntaxError:  # e.g. a positional after a keyword: not Python, nothing to test
+        return
+    outcome = fix("t.py", src, "python", settings_for("apex", unsafe=unsafe))
+    assert not [f for f in outcome.remaining if f.code == "PRT007"], (src, outcome.remaining)
+    ast.parse(outcome.text)
+    again = fix("t.py", outcome.text, "python", settings_for("apex", unsafe=unsafe)).text
+    assert again == outcome.text, src
+    found = findings(src, "t.py", family="apex")
+    assert found, f"an apex call without a finding:\n{src}"

@@ -27,6 +27,7 @@ from porter.engine import fix  # noqa: E402
 from porter.findings import Applicability  # noqa: E402
 from porter.testing import findings, settings_for  # noqa: E402
 
+pytestmark = pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")
 FAST = settings(max_examples=20, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow])
 STEPS = 6

@@ -293,6 +293,8 @@ _NO_EQUIVALENT = {
     "apex.reparameterization": "use torch.nn.utils.parametrizations.weight_norm",
     "apex.transformer": "Megatron-style tensor parallelism: use torch.distributed.tensor",
     "apex.parallel.LARC": "LARC wrapper: port the trust-ratio logic by hand",
+    "apex.multi_tensor_apply": "multi_tensor_applier launches apex's CUDA kernels (amp_C); use torch._foreach_* "
+                               "ops or torch.nn.utils.get_total_norm",
 }
 
 _DDP_METHODS = re.compile(r"\.(?:disable_allreduce|enable_allreduce|allreduce_params|allreduce_buffers|needs_refresh)\b")

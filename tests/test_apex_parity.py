@@ -281,16 +281,19 @@ def _randomise(m: torch.nn.Module, dtype: torch.dtype) -> None:
 
 
 @FAST
-@given(NORM_CASE, st.sampled_from(["FusedLayerNorm", "FusedRMSNorm"]))
+@given(NORM_CASE, st.sampled_from(["FusedLayerNorm", "FusedRMSNorm", "MixedFusedLayerNorm", "MixedFusedRMSNorm"]))
 def test_norm_modules_match_apex(case: dict[str, Any], cls: str) -> None:
+    """Mixed* (UNSAFE) are compared with weights in the input dtype, where apex's output dtype agrees."""
     shape = tuple(case["norm"])
-    args = "shape" + (f", eps={case['eps']!r}" if case["eps"] is not None else "") + f", elementwise_affine={case['affine']}"
+    args = "shape" + (f", eps={case['eps']!r}" if case["eps"] is not None else "")
+    if not cls.startswith("Mixed"):
+        args += f", elementwise_affine={case['affine']}"
     make = _module(f"{cls}({args})")
     m = make(shape)
     _randomise(m, case["dtype"])
     x = _input(case)
     eps = case["eps"] if case["eps"] is not None else 1e-5  # apex modules default to 1e-5
-    if cls == "FusedLayerNorm":
+    if cls.endswith("LayerNorm"):
         want = apex_ref.layer_norm(x, shape, m.weight, m.bias, eps)
     else:
         want = apex_ref.rms_norm(x, shape, m.weight, eps)
@@ -354,6 +357,28 @@ def test_functional_norms_match_apex(case: dict[str, Any], name: str, mixed_weig
     got = run(x, w, b, shape)
     want = ref(x, w, b, shape, 1e-6)  # apex's functional default eps
     assert _close(got, want, case["dtype"] if got.dtype == case["dtype"] else torch.bfloat16), (name, got.dtype)
+
+
+@FAST
+@given(st.sampled_from(DTYPES), st.sampled_from([None, 1e-6]), st.booleans(), st.sampled_from([1, 2, 4]))
+def test_group_norm_and_sync_batchnorm_match_apex(dtype: torch.dtype, eps: float | None, affine: bool,
+                                                  groups: int) -> None:
+    extra = (f", eps={eps!r}" if eps else "") + f", affine={affine}"
+    src = ("from apex.contrib.group_norm import GroupNorm\nfrom apex.parallel import SyncBatchNorm\n\n\n"
+           f"def make():\n    return GroupNorm({groups}, 8{extra}), SyncBatchNorm(8{extra})\n")
+    gn, bn = load(port(src))["make"]()
+    _randomise(gn, dtype)
+    g = torch.Generator().manual_seed(11)
+    x = (torch.randn(2, 8, 3, 3, generator=g) * 0.01).to(dtype)  # small: eps matters
+    want = apex_ref.group_norm(x, groups, gn.weight, gn.bias, eps or 1e-5)
+    assert _close(gn(x), want, dtype)
+    bn.eval()
+    with torch.no_grad():
+        bn.running_mean.copy_(torch.randn(8, generator=g))
+        bn.running_var.copy_(torch.rand(8, generator=g) + 0.5)
+    xf = x.float()
+    want_bn = apex_ref.batch_norm_eval(xf, bn.running_mean, bn.running_var, bn.weight, bn.bias, eps or 1e-5)
+    assert _close(bn(xf), want_bn, torch.float32)
 
 
 def test_trap_functional_argument_order_and_eps() -> None:

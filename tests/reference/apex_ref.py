@@ -137,6 +137,33 @@ def rms_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None, 
     return y.to(out_dtype or x.dtype)
 
 
+def group_norm(x: Tensor, num_groups: int, weight: Tensor | None, bias: Tensor | None, eps: float) -> Tensor:
+    """apex contrib ``GroupNorm`` without ``act``: per-sample, per-group statistics over (C/G, *spatial)."""
+    n, c = x.shape[:2]
+    xf = x.float().reshape(n, num_groups, -1)
+    mean = xf.mean(-1, keepdim=True)
+    var = ((xf - mean) ** 2).mean(-1, keepdim=True)
+    y = ((xf - mean) * torch.rsqrt(var + eps)).reshape(x.shape)
+    shape = (1, c) + (1,) * (x.dim() - 2)
+    if weight is not None:
+        y = y * weight.float().reshape(shape)
+    if bias is not None:
+        y = y + bias.float().reshape(shape)
+    return y.to(x.dtype)
+
+
+def batch_norm_eval(x: Tensor, running_mean: Tensor, running_var: Tensor, weight: Tensor | None,
+                    bias: Tensor | None, eps: float) -> Tensor:
+    """apex ``SyncBatchNorm`` in eval mode: normalise with the running statistics."""
+    shape = (1, x.shape[1]) + (1,) * (x.dim() - 2)
+    y = (x.float() - running_mean.reshape(shape)) * torch.rsqrt(running_var.reshape(shape) + eps)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y.to(x.dtype)
+
+
 def xentropy(logits: Tensor, labels: Tensor, smoothing: float = 0.0, padding_idx: int = 0,
              half_to_float: bool = False) -> Tensor:
     """apex ``SoftmaxCrossEntropyLoss``: per-example ``(lse - mean(x))*s + (lse - x_y)*(1-s)``, 0 at padding."""

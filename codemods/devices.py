@@ -529,6 +529,10 @@ class DevicesVisitor(PyVisitor):
 
     def visit_If(self, node: cst.If) -> None:
         self._mark(node.test, self.ctx.code_for(node.body))
+        orelse = node.orelse
+        if isinstance(orelse, cst.If) and _ROCM_GUARD.search(self.code(orelse.test)) and \
+                "version.cuda" not in self.code(orelse.test):
+            self._seen_version.add(id(node.test))  # `if torch.version.cuda: ... elif torch.version.hip: ...`
         self._truthy(node.test)
 
     # conditions that enclose the code being visited (branches only, never the test itself)

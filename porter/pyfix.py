@@ -92,7 +92,11 @@ def _rebuild(node, keep):  # type: ignore[no-untyped-def]
         return node
     if not keep:
         return cst.RemoveFromParent()
-    keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    last = node.names[-1]
+    if keep[-1] is not last:
+        # the new last name takes over the old last name's trailing comma (or its absence), so a
+        # parenthesised multi-line import keeps its layout
+        keep[-1] = keep[-1].with_changes(comma=last.comma)
     return node.with_changes(names=keep)
 
 

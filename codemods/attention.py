@@ -798,36 +798,27 @@ class AttentionVisitor(PyVisitor):
         bias = a.get("attn_bias")
         pos = self.span(node)[0]
         kind, payload, extra_edit, removed = self._classify_bias(bias, pos)
-        needs = (f"the bias needs Mq and Mkv (query.shape[1], key.shape[1]), but {self._not_plain(q, k)} "
-                 "(porter would evaluate it twice)")
-        if kind == "causal_tl":
-            plan.kwargs.append(("is_causal", "True"))
-            plan.notes.append("LowerTriangularMask → is_causal=True (both top-left)")
-        elif kind == "causal_br":
-            if sq is None or sk is None:
-                raise _Blocked(needs)
-            plan.kwargs.append(("attn_mask", f"{self._causal_lower_right(plan)}({sq}, {sk})"))
-            plan.notes.append("LowerTriangularFromBottomRightMask → causal_lower_right")
-        elif kind == "band":
-            if sq is None or sk is None:
-                raise _Blocked(needs)
-            left, right = payload  # type: ignore[misc]
-            plan.kwargs.append(("attn_mask", self._band(sq, sk, left, right, f"{flat(self.code(q))}.device")))
-            plan.imports.add("torch")
-            plan.notes.append(f"local attention bias → boolean band mask (left={left}, right={right})")
-        elif kind == "tensor":
-            plan.kwargs.append(("attn_mask", flat(self.code(payload))))  # type: ignore[arg-type]
-            plan.notes.append("tensor bias → attn_mask (added to the scores by both)")
-        elif kind == "causal_tl_bias":
-            if sq is None or sk is None:
-                raise _Blocked(needs)
-            t = payload
-            tsrc = atom(flat(self.code(t)), t)  # type: ignore[arg-type]
-            torch_ = self._torch()
-            plan.kwargs.append(("attn_mask", f"{tsrc} + {torch_}.full(({sq}, {sk}), float(\"-inf\"), "
-                                f"dtype={tsrc}.dtype, device={tsrc}.device).triu(1)"))
-            plan.imports.add("torch")
-            plan.notes.append("causal mask with tensor bias → bias plus -inf above the top-left diagonal")
+        if kind == "cond":
+            cond, inner_kind, inner_payload, negate = payload  # type: ignore[misc]
+            if inner_kind == "causal_tl_bias":
+                raise _Blocked("a conditional LowerTriangularMaskWithTensorBias has no mapping in porter")
+            inner: list[tuple[str, str]] = []
+            self._bias_kwargs(inner_kind, inner_payload, q, k, sq, sk, plan, inner)
+            ctext = flat(self.code(cond))
+            if isinstance(cond, (cst.IfExp, cst.Lambda, cst.NamedExpr)) and not cond.lpar:
+                ctext = f"({ctext})"
+            if len(inner) != 1:
+                raise _Blocked("a conditional attn_bias porter cannot map")
+            (name, value), = inner
+            if name == "is_causal":
+                plan.kwargs.append((name, f"not {atom(ctext, cond)}" if negate else ctext))
+            else:
+                value = atom(value, cst.parse_expression(value))
+                plan.kwargs.append((name, f"None if {ctext} else {value}" if negate else
+                                    f"{value} if {ctext} else None"))
+            plan.notes.append("conditional bias → conditional " + name)
+        else:
+            self._bias_kwargs(kind, payload, q, k, sq, sk, plan, plan.kwargs)
         if extra_edit is not None and removed is not None:
             plan.edits.append(extra_edit)
             plan.scan.append(removed)
@@ -844,6 +835,40 @@ class AttentionVisitor(PyVisitor):
                 plan.kwargs.append(("scale", flat(self.code(scale))))
         plan.out_suffix = ".transpose(1, -2)"
         return "PRT200"
+
+    def _bias_kwargs(self, kind: str, payload: object, q: cst.BaseExpression, k: cst.BaseExpression,
+                     sq: str | None, sk: str | None, plan: Plan, out: list[tuple[str, str]]) -> None:
+        """SDPA keyword(s) for one xformers bias kind, appended to ``out``."""
+        needs = (f"the bias needs Mq and Mkv (query.shape[1], key.shape[1]), but {self._not_plain(q, k)} "
+                 "(porter would evaluate it twice)")
+        if kind == "causal_tl":
+            out.append(("is_causal", "True"))
+            plan.notes.append("LowerTriangularMask → is_causal=True (both top-left)")
+        elif kind == "causal_br":
+            if sq is None or sk is None:
+                raise _Blocked(needs)
+            out.append(("attn_mask", f"{self._causal_lower_right(plan)}({sq}, {sk})"))
+            plan.notes.append("LowerTriangularFromBottomRightMask → causal_lower_right")
+        elif kind == "band":
+            if sq is None or sk is None:
+                raise _Blocked(needs)
+            left, right = payload  # type: ignore[misc]
+            out.append(("attn_mask", self._band(sq, sk, left, right, f"{flat(self.code(q))}.device")))
+            plan.imports.add("torch")
+            plan.notes.append(f"local attention bias → boolean band mask (left={left}, right={right})")
+        elif kind == "tensor":
+            out.append(("attn_mask", flat(self.code(payload))))  # type: ignore[arg-type]
+            plan.notes.append("tensor bias → attn_mask (added to the scores by both)")
+        elif kind == "causal_tl_bias":
+            if sq is None or sk is None:
+                raise _Blocked(needs)
+            t = payload
+            tsrc = atom(flat(self.code(t)), t)  # type: ignore[arg-type]
+            torch_ = self._torch()
+            out.append(("attn_mask", f"{tsrc} + {torch_}.full(({sq}, {sk}), float(\"-inf\"), "
+                                f"dtype={tsrc}.dtype, device={tsrc}.device).triu(1)"))
+            plan.imports.add("torch")
+            plan.notes.append("causal mask with tensor bias → bias plus -inf above the top-left diagonal")
 
     def _classify_bias(
         self, bias: cst.BaseExpression | None, pos: int
@@ -887,6 +912,21 @@ class AttentionVisitor(PyVisitor):
         return kind, payload, edit, (expr if edit is not None else None)
 
     def _bias_kind(self, expr: cst.BaseExpression) -> tuple[str, object]:
+        if isinstance(expr, cst.IfExp):
+            # `Mask() if cond else None` (or the reverse): one side must be None
+            sides = []
+            for side in (expr.body, expr.orelse):
+                try:
+                    sides.append(("none", None) if literal(side) is None else None)
+                except NotLiteral:
+                    sides.append(None)
+            if sides[1] is not None and sides[0] is None:
+                kind, payload = self._bias_kind(expr.body)
+                return "cond", (expr.test, kind, payload, False)
+            if sides[0] is not None and sides[1] is None:
+                kind, payload = self._bias_kind(expr.orelse)
+                return "cond", (expr.test, kind, payload, True)
+            raise _Blocked("a conditional attn_bias needs None on one side")
         for qual in self._xformers_names(expr):
             hit = next((part for part in _XF_BLOCK if part in qual), None)
             if hit is not None:

@@ -542,3 +542,15 @@ def test_v1_flash_attention_module_parity() -> None:
     assert "SDPAFlashAttention(softmax_scale=0.3)" in out and "flash_attn" not in out
     qkv = rand(2, 5, 3, 2, 8)
     assert agree(src, out, qkv)
+
+
+@pytest.mark.parametrize(("sq", "sk"), [(1, 5), (4, 4), (3, 6)])
+def test_xformers_conditional_bias_parity(sq: int, sk: int) -> None:
+    src = ("import xformers.ops as xops\n\n\ndef attn(q, k, v):\n"
+           "    bias = xops.LowerTriangularMask() if q.shape[1] > 1 else None\n"
+           "    a = xops.memory_efficient_attention(q, k, v, bias, 0.0, 0.25)\n"
+           "    b = xops.memory_efficient_attention(q, k, v, None if q.shape[1] == 1 else "
+           "xops.LowerTriangularFromBottomRightMask())\n"
+           "    return a + b\n")
+    out = check(src, rand(2, sq, 3, 8), rand(2, sk, 3, 8, seed=1), rand(2, sk, 3, 8, seed=2))
+    assert "is_causal=q.shape[1] > 1" in out and "None if q.shape[1] == 1 else causal_lower_right(" in out

@@ -59,7 +59,7 @@ def test_quick_run_prints_the_table(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     text = proc.stdout
     header = next(line for line in text.splitlines() if line.startswith("tree "))
-    for column in ("tool", "-j", "wall s", "files/s", "lines/s", "max RSS MiB", "tree RSS MiB", "ratio"):
+    for column in ("tool", "-j", "runs", "wall s", "files/s", "lines/s", "max RSS MiB", "tree RSS MiB", "ratio"):
         assert column in header
     for tool in ("grep audit (playbook)", "porter audit (cold)", "porter audit (warm cache)",
                  "porter apply --dry-run", "C++ pass (audit --select PRT5)", "porter check (2 files)"):
@@ -71,8 +71,8 @@ def test_quick_run_prints_the_table(tmp_path: Path) -> None:
     md = out.read_text(encoding="utf-8")
     assert md.startswith("# porter benchmarks")
     assert "Machine: " in md and "cores" in md
-    assert "| tree | tool | -j | wall s |" in md
-    assert "| tiny | grep audit (playbook) | 1 |" in md
+    assert "| tree | tool | -j | runs | wall s |" in md
+    assert "| tiny | grep audit (playbook) | 1 | 1 |" in md
     assert "## Targets" in md
     # the scratch copy is the only thing written; the source tree is left as it was
     assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()) == [

@@ -1142,15 +1142,18 @@ FAMILY = Family(
     tokens=("flash_attn", "xformers"),
     python=AttentionVisitor,
     description="Rewrites flash-attn and xformers attention calls to "
-    "`torch.nn.functional.scaled_dot_product_attention`, which has fused kernels on NVIDIA and AMD, "
+    "`torch.nn.functional.scaled_dot_product_attention` (softcap/ALiBi to `flex_attention`), which "
+    "run on NVIDIA and AMD, replaces flash-attn's attention modules with parameter-free SDPA classes, "
     "and removes the imports that only served them. Only rewrites that are exact under conditions "
     "porter checked are applied; the rest are reported with the blocking argument.",
     verified="Fixture tests (tests/fixtures/attention) pin every rewrite and every refusal; the parity "
-    "suite (tests/test_attention_parity.py) runs each rewritten snippet against pure-torch references "
-    "of flash-attn's and xformers' documented semantics (masked softmax, bottom-right causal, windows, "
-    "GQA, packed layouts, biases) over random shapes, including Sq != Sk and Sq = 1, and checks that the "
-    "naive rewrites of spec §9 fail it.",
-    review="Check sites reported without a fix (varlen, KV cache, softcap/ALiBi, modules). With Sq > Sk, "
-    "rows of a bottom-right causal mask see no key: flash-attn returns 0 there, torch's fused lower-right "
-    "kernels may return NaN (torch warns). Dropout draws differ from flash-attn's random stream.",
+    "suite (tests/test_attention_parity.py) runs each rewritten snippet and the rewritten fixture modules "
+    "against pure-torch references of flash-attn's and xformers' documented semantics (masked softmax, "
+    "bottom-right causal, windows, softcap, ALiBi, GQA, packed layouts, biases, module dropout gating) "
+    "over random shapes including Sq != Sk and Sq = 1, and checks that the naive rewrites of spec §9 fail it.",
+    review="Sites reported without a fix (varlen/cu_seqlens, KV-cache updates, block-diagonal biases, "
+    "return_attn_probs, softcap/ALiBi with dropout, biases of unknown type). With Sq > Sk a bottom-right "
+    "causal mask leaves rows without keys: flash-attn returns 0 there, torch's fused lower-right kernels "
+    "may return NaN (torch warns). Dropout draws differ from flash-attn's random stream. flex_attention "
+    "is slow in eager mode: compile it. `enable_gqa` and lower-right masks on ROCm: verify on the device.",
 )

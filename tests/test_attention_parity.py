@@ -554,3 +554,14 @@ def test_xformers_conditional_bias_parity(sq: int, sk: int) -> None:
            "    return a + b\n")
     out = check(src, rand(2, sq, 3, 8), rand(2, sk, 3, 8, seed=1), rand(2, sk, 3, 8, seed=2))
     assert "is_causal=q.shape[1] > 1" in out and "None if q.shape[1] == 1 else causal_lower_right(" in out
+
+
+@pytest.mark.parametrize("bias", ["None", "xops.LowerTriangularMask()", "xops.LowerTriangularFromBottomRightMask()"])
+def test_xformers_5d_gqa_layout_parity(bias: str) -> None:
+    """[B, M, G, H, K] inputs (xformers' GQA form, K/V expanded over H): `.transpose(1, -2)` still
+    puts M next to K, so each (group, head) pair attends on its own as in xformers."""
+    src = _XF.format(f"xops.memory_efficient_attention(q, k, v, {bias})")
+    q = rand(2, 3, 2, 3, 8)
+    k = rand(2, 5, 2, 1, 8, seed=1).expand(2, 5, 2, 3, 8)
+    v = rand(2, 5, 2, 1, 8, seed=2).expand(2, 5, 2, 3, 8)
+    check(src, q, k, v)

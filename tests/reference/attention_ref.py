@@ -272,6 +272,12 @@ def memory_efficient_attention(query, key, value, attn_bias=None, p=0.0, scale=N
     """xformers semantics: ``[B, M, H, K]``, or ``[B, M, K]`` meaning one head; the bias is added."""
     assert p == 0.0, "the reference cannot reproduce dropout draws"
     assert output_dtype is None
+    if query.dim() == 5:  # [B, M, G, H, K]: every (group, head) pair attends on its own
+        assert attn_bias is None or not isinstance(attn_bias, torch.Tensor), "5-D tensor biases: not modelled"
+        b_, m_, g_, h_, _ = query.shape
+        flat = [t.reshape(t.shape[0], t.shape[1], g_ * h_, t.shape[-1]) for t in (query, key, value)]
+        out = memory_efficient_attention(*flat, attn_bias=attn_bias, scale=scale)
+        return out.reshape(b_, m_, g_, h_, out.shape[-1])
     three_d = query.dim() == 3
     if three_d:
         query, key, value = query[:, :, None], key[:, :, None], value[:, :, None]

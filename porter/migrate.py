@@ -104,6 +104,17 @@ def _materialize(result: RunResult, scratch: Path) -> None:
                 dst.write_text(text, encoding="utf-8")
 
 
+def _apply_changes(root: Path, changes: list[FileChange]) -> None:
+    for change in changes:
+        target = root / change.path
+        if change.after is None:
+            if target.is_file() and not target.is_symlink():
+                target.unlink()
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(change.after)
+
+
 def _hipify(result: RunResult, scratch: Path, engine: str) -> tuple[Patch | None, list[Finding], str, str]:
     """Run a HIPify engine over the post-fix CUDA sources; return its patch and findings."""
     if engine == "none":
@@ -161,6 +172,7 @@ def plan(
         hip_patch, hip_findings, engine, note = _hipify(fixed, scratch, hipify)
         if hip_patch is not None:
             series.patches.append(hip_patch)
+            _apply_changes(scratch, hip_patch.changes)  # the after-audit sees the HIPified tree
         after = run(scratch, [scratch], settings, "audit", jobs=jobs, use_cache=False)
         after_findings = after.findings + hip_findings
     return MigrationPlan(

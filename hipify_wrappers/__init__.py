@@ -8,6 +8,7 @@ PATH, else ``torch.utils.hipify``.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import shutil
@@ -46,17 +47,35 @@ def included_headers(root: Path, files: list[str]) -> list[str]:
     return out
 
 
+_SKIP_DIRS = {".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", "build", "dist", ".tox"}
+
+
+def _setup_scripts(root: Path) -> list[str]:
+    """Relative paths of every ``setup.py`` under ``root`` (symlinks not followed)."""
+    out = []
+    for current, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
+        if "setup.py" in filenames:
+            rel = os.path.relpath(os.path.join(current, "setup.py"), root)
+            out.append(rel.replace(os.sep, "/"))
+    return sorted(out)
+
+
 def run_hipify(root: Path, files: list[str], engine: str = "auto", scratch: Path | None = None, *,
                force: bool = False) -> HipifyResult:
     """HIPify ``files`` (relative to ``root``) with ``engine`` on a scratch copy.
 
-    Sources of ``CUDAExtension`` builds in ``root/setup.py`` are skipped (PRT563): torch hipifies
+    Sources of ``CUDAExtension`` builds in any ``setup.py`` of the tree are skipped (PRT563): torch hipifies
     them at build time on ROCm. ``force=True`` converts them anyway.
     """
     root = Path(root)
     if engine not in ENGINES:
         raise ValueError(f"unknown HIPify engine {engine!r}; one of {', '.join(ENGINES)}")
-    exts, setup_findings = scan_setup(root)
+    exts, setup_findings = [], []
+    for setup_rel in _setup_scripts(root):  # every setup.py, not only the root's
+        found_exts, found = scan_setup(root, setup_rel)
+        exts += found_exts
+        setup_findings += found
     skip: set[str] = set()
     if not force:
         for ext in exts:

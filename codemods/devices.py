@@ -231,8 +231,9 @@ def _literal(node: cst.BaseExpression) -> tuple[int, ...] | int | None:
     return None
 
 
-_VENDOR_WORDS = {"nvidia": "nvidia", "geforce": "nvidia", "tesla": "nvidia", "quadro": "nvidia",
-                 "amd": "amd", "radeon": "amd", "instinct": "amd"}
+# Only the vendor names: "GeForce", "Tesla", "Radeon", "Instinct" are product lines, and a test
+# on them (consumer vs data-centre parts) is not a vendor test.
+_VENDOR_WORDS = {"nvidia": "nvidia", "amd": "amd"}
 _AMD_MODEL = re.compile(r"^(mi ?\d|gfx\d|rx ?\d|radeon pro|w\d{4})")
 _ROCM_GUARD = re.compile(r"hip|rocm|version\.cuda", re.IGNORECASE)
 _PARSERS = {"float", "int", "tuple", "packaging.version.parse", "packaging.version.Version",

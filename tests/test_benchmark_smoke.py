@@ -53,7 +53,7 @@ def test_quick_run_prints_the_table(tmp_path: Path) -> None:
     out = tmp_path / "RESULTS.md"
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--trees", str(tree), "--jobs", "1", "--no-hipify",
-         "--scratch", str(tmp_path / "scratch"), "--out", str(out)],
+         "--slowest", "2", "--scratch", str(tmp_path / "scratch"), "--out", str(out)],
         capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
@@ -65,6 +65,8 @@ def test_quick_run_prints_the_table(tmp_path: Path) -> None:
                  "porter apply --dry-run", "C++ pass (audit --select PRT5)", "porter check (2 files)"):
         assert tool in text, tool
     assert "× grep" in text
+    listed = text.split("slowest files:", 1)[1]
+    assert any(name in listed for name in ("pkg/model.py", "csrc/reduce.cu", "requirements.txt", "pkg/__init__.py"))
     # the tiny tree: 4 files porter analyses (two Python files, one kernel, one requirements file)
     assert "tiny: 4 files (1 C/C++/CUDA)" in text
 
@@ -74,6 +76,7 @@ def test_quick_run_prints_the_table(tmp_path: Path) -> None:
     assert "| tree | tool | -j | runs | wall s |" in md
     assert "| tiny | grep audit (playbook) | 1 | 1 |" in md
     assert "## Targets" in md
+    assert "## Where porter spends its time" in md
     # the scratch copy is the only thing written; the source tree is left as it was
     assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()) == [
         "csrc/reduce.cu", "pkg/__init__.py", "pkg/model.py", "requirements.txt"]

@@ -18,9 +18,9 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from porter.codemods import devices
 from porter.codemods.devices import NVIDIA_CAPS, Gate, device_module, intent_of, template_text
-
 from porter.engine import fix
 from porter.findings import Applicability
 from porter.framework import FileContext

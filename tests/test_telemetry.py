@@ -16,9 +16,9 @@ from types import SimpleNamespace
 from unittest import mock
 
 import pytest
+
 from porter.codemods import telemetry
 from porter.codemods.devices import template_text
-
 from porter.findings import Applicability
 from porter.testing import findings, fixed, settings_for
 

@@ -609,12 +609,12 @@ def targets(rows: list[Row], trees: list[Tree]) -> list[str]:
     return out
 
 
-def render_markdown(rows: list[Row], trees: list[Tree], argv: Sequence[str], quick: bool,
+def render_markdown(rows: list[Row], trees: list[Tree], argv: Sequence[str], quick: bool, machine: str,
                     slow: Sequence[Slowest] = ()) -> str:
     out = ["# porter benchmarks", ""]
     if quick:
         out += ["> `--quick` run: small development trees, one run each. Not a reference measurement.", ""]
-    out += [f"Machine: {machine_line()}.", "",
+    out += [f"Machine: {machine}.", "",
            f"Command: `python benchmarks/run.py {' '.join(argv)}` (wall s = the median of "
            "the row's runs).", "", "## Trees", "",
            "| tree | source | files | lines | by language |", "|---|---|---:|---:|---|"]
@@ -719,6 +719,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     names = [n.strip() for n in (args.trees or ("fixtures,cuda" if args.quick else "torch,transformers,fixtures,cuda"))
              .split(",") if n.strip()]
+    if args.cuda_tree and "cuda" not in names:
+        names.append("cuda")
     repeat = args.repeat or (1 if args.quick else 3)
     opts = Options(jobs=max(1, args.jobs), repeat=repeat, repeat_given=args.repeat is not None,
                    cpp_everywhere=args.cpp_everywhere,
@@ -727,7 +729,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     own_scratch = args.scratch is None
     scratch = Path(tempfile.mkdtemp(prefix="porter-bench-")) if own_scratch else args.scratch.resolve()
     scratch.mkdir(parents=True, exist_ok=True)
-    print(f"machine: {machine_line()}", file=sys.stderr)
+    machine = machine_line()  # the load average is the one at the start
+    print(f"machine: {machine}", file=sys.stderr)
     try:
         trees, skipped = build_trees(names, args, scratch)
         rows: list[Row] = []
@@ -742,7 +745,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if own_scratch and not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
     print()
-    print(f"porter {PORTER_VERSION} benchmarks — {machine_line()}")
+    print(f"porter {PORTER_VERSION} benchmarks — {machine}")
     for t in trees:
         print(f"  {t.name}: {t.nfiles} files ({t.cpp_files} C/C++/CUDA), {t.lines} lines — {t.source}")
     for s in skipped:
@@ -757,7 +760,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in render_slowest(slow, markdown=False):
             print("  " + line)
     if args.out:
-        md = render_markdown(rows, trees, argv, args.quick, slow)
+        md = render_markdown(rows, trees, argv, args.quick, machine, slow)
         if skipped:
             md += "".join(f"- skipped {s}\n" for s in skipped)
         args.out.parent.mkdir(parents=True, exist_ok=True)

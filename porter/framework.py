@@ -204,6 +204,24 @@ class PyVisitor(cst.BatchableCSTVisitor):
         self.ctx = ctx
         self.findings: list[Finding] = []
 
+    _method_names: ClassVar[dict[type, tuple[str, ...]]] = {}
+
+    def get_visitors(self) -> Mapping[str, Any]:
+        """LibCST's lookup (``inspect.getmembers`` on every file) cached per class: the same
+        visitor methods, without paying introspection for each of thousands of files."""
+        cls = type(self)
+        names = PyVisitor._method_names.get(cls)
+        if names is None:
+            found = []
+            for name in dir(cls):
+                if not (name.startswith("visit_") or name.startswith("leave_")):
+                    continue
+                member = getattr(cls, name, None)
+                if callable(member) and not getattr(member, "_is_no_op", False):
+                    found.append(name)
+            names = PyVisitor._method_names[cls] = tuple(found)
+        return {name: getattr(self, name) for name in names}
+
     # -- helpers ------------------------------------------------------------------------
     def qualname(self, node: cst.BaseExpression) -> str | None:
         return self.ctx.imports.resolve(node)

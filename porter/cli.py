@@ -51,9 +51,12 @@ class PorterGroup(click.Group):
             sys.exit(EXIT_ERROR)
         except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
             from .config import ConfigError
+            from .registry import FamilyLoadError
 
             if isinstance(exc, ConfigError):
                 click.echo(f"porter: config error: {exc}", err=True)
+            elif isinstance(exc, FamilyLoadError):
+                click.echo(f"porter: {exc}", err=True)
             else:
                 click.echo(f"porter: internal error: {type(exc).__name__}: {exc}", err=True)
                 if os.environ.get("PORTER_DEBUG"):
@@ -392,6 +395,7 @@ def rules_cmd(as_json: bool, family: str | None) -> None:
 
     from . import registry
 
+    registry.check_loaded()
     table = [r for r in registry.rules().values() if family is None or r.family == family]
     if as_json:
         click.echo(json.dumps([

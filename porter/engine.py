@@ -10,13 +10,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import libcst as cst
 
 from . import registry
 from .config import Settings
 from .findings import Applicability, Edit, Finding
-from .framework import Family, FileContext, PyContext, RepoFacts
+from .framework import Family, FileContext, PyContext, RepoFacts, StatementTracker
 from .pyfix import fix_imports
 from .suppress import Suppressions
 
@@ -57,7 +58,7 @@ def _syntax_finding(relpath: str, exc: Exception) -> Finding:
 _NESTING_MESSAGES = ("too many nested", "too many levels of indentation", "too many statically nested")
 
 
-def python_guard(relpath: str, text: str) -> Finding | None:
+def python_guard(relpath: str, text: str) -> tuple[Finding | None, Any]:
     """Reject inputs that would crash LibCST's native parser (it has no recursion guard).
 
     CPython's own parser is cheap (about a tenth of LibCST's cost) and bounds nesting; code it
@@ -67,15 +68,15 @@ def python_guard(relpath: str, text: str) -> Finding | None:
     import ast
 
     try:
-        ast.parse(text)
+        return None, ast.parse(text)  # the tree also gives statement lines for lazy positions
     except (RecursionError, MemoryError):
-        return _syntax_finding(relpath, ValueError("expression nesting too deep to parse safely"))
+        return _syntax_finding(relpath, ValueError("expression nesting too deep to parse safely")), None
     except SyntaxError as exc:
         if any(m in (exc.msg or "") for m in _NESTING_MESSAGES):
-            return _syntax_finding(relpath, exc)
+            return _syntax_finding(relpath, exc), None
     except ValueError as exc:  # e.g. NUL bytes
-        return _syntax_finding(relpath, exc)
-    return None
+        return _syntax_finding(relpath, exc), None
+    return None, None
 
 
 def raw_findings(ctx: FileContext, fams: Sequence[Family]) -> list[Finding]:
@@ -87,7 +88,7 @@ def raw_findings(ctx: FileContext, fams: Sequence[Family]) -> list[Finding]:
             assert isinstance(ctx, PyContext)
             visitors = [f.python(ctx) for f in py_fams if f.python is not None]
             try:
-                ctx.wrapper.visit_batched(visitors)
+                ctx.wrapper.visit_batched([StatementTracker(ctx), *visitors])
             except RecursionError:
                 raise
             except Exception:  # noqa: BLE001 - one broken family must not hide the others
@@ -129,11 +130,11 @@ def _visit_one_by_one(ctx: PyContext, fams: Sequence[Family], found: list[Findin
 
 
 def make_context(
-    relpath: str, text: str, language: str, settings: Settings, facts: RepoFacts | None
+    relpath: str, text: str, language: str, settings: Settings, facts: RepoFacts | None, ast_tree: Any = None,
 ) -> FileContext:
     """Build the context; for Python this parses (raises on a syntax error)."""
     if language == "python":
-        return PyContext(relpath, text, language, settings, facts)
+        return PyContext(relpath, text, language, settings, facts, ast_tree=ast_tree)
     return FileContext(relpath, text, language, settings, facts)
 
 
@@ -181,12 +182,13 @@ def analyze(
     fams = families_for(language, text, settings)
     if not fams:
         return []
+    tree = None
     if language == "python":
-        problem = python_guard(relpath, text)
+        problem, tree = python_guard(relpath, text)
         if problem is not None:
             return [problem]
     try:
-        ctx = make_context(relpath, text, language, settings, facts)
+        ctx = make_context(relpath, text, language, settings, facts, tree)
     except cst.ParserSyntaxError as exc:
         return [_syntax_finding(relpath, exc)]
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:

@@ -170,23 +170,137 @@ class FileContext:
 class PyContext(FileContext):
     """A Python file: adds the LibCST module, its metadata wrapper and the import index."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, ast_tree: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.module: cst.Module = cst.parse_module(self.text)
         self.wrapper = cst.MetadataWrapper(self.module, unsafe_skip_copy=True)
         self.imports = ImportIndex(self.module)
-        self._positions: Mapping[cst.CSTNode, Any] | None = None
+        self._ast = ast_tree
+        self._full: Mapping[cst.CSTNode, Any] | None = None
+        self._partial: dict[cst.CSTNode, Any] = {}
+        self._done: set[int] = set()
+        self._starts: list[int] | None = None
+        self._top = {id(stmt): i for i, stmt in enumerate(self.module.body)}
+        self.current_statement: int | None = None  # set by the engine's traversal tracker
 
     @property
     def positions(self) -> Mapping[cst.CSTNode, Any]:
-        """Node positions, computed on first use: a file on which no rule reports anything
-        never pays for LibCST's position pass (a full code generation, costlier than parsing)."""
-        if self._positions is None:
-            self._positions = self.wrapper.resolve(PositionProvider)
-        return self._positions
+        """Every node's position (LibCST's position pass: a full code generation)."""
+        if self._full is None:
+            self._full = self.wrapper.resolve(PositionProvider)
+        return self._full
+
+    def position_of(self, node: cst.CSTNode) -> Any:
+        """One node's position, as cheaply as possible.
+
+        LibCST computes positions by generating the code of the whole module, which costs more
+        than parsing it. porter generates only the top-level statement being visited (its first
+        line comes from CPython's parse of the file), and falls back to the full pass for a node
+        outside it; a file no rule reports on pays nothing.
+        """
+        if self._full is not None:
+            return self._full[node]
+        found = self._partial.get(node)
+        if found is not None:
+            return found
+        index = self.current_statement
+        if index is not None and index not in self._done:
+            self._done.add(index)
+            self._position_statement(index)
+            found = self._partial.get(node)
+            if found is not None:
+                return found
+        if self._statement_starts() is not None:
+            # asked outside the statement being visited (e.g. from leave_Module): generate the
+            # remaining statements one by one until the node turns up; never more than one
+            # full pass in total, since each statement is generated once
+            for i in range(len(self.module.body)):
+                if i in self._done:
+                    continue
+                self._done.add(i)
+                self._position_statement(i)
+                found = self._partial.get(node)
+                if found is not None:
+                    return found
+        return self.positions[node]
+
+    def _statement_starts(self) -> list[int] | None:
+        if self._starts is None:
+            import ast
+
+            try:
+                tree = self._ast if self._ast is not None else ast.parse(self.text)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                self._starts = []
+                return None
+            body = tree.body
+            starts: list[int] = []
+            j = 0
+            for stmt in self.module.body:
+                if j >= len(body):
+                    self._starts = []
+                    return None
+                first = body[j]
+                if isinstance(stmt, cst.SimpleStatementLine):
+                    j += len(stmt.body)
+                    line = first.lineno
+                else:
+                    j += 1
+                    decorators = getattr(first, "decorator_list", None) or []
+                    line = min([first.lineno] + [d.lineno for d in decorators])
+                    if decorators and getattr(stmt, "decorators", None):
+                        line -= len(stmt.decorators[0].leading_lines)
+                starts.append(line - len(stmt.leading_lines))
+            self._starts = starts if j == len(body) else []
+        return self._starts or None
+
+    def _position_statement(self, index: int) -> None:
+        from libcst.metadata.position_provider import PositionProvidingCodegenState
+
+        starts = self._statement_starts()
+        if starts is None:
+            return
+
+        class _Sink:
+            _computed: dict[cst.CSTNode, Any] = {}
+
+        sink = _Sink()
+        sink._computed = self._partial
+        state = PositionProvidingCodegenState(
+            default_indent=self.module.default_indent,
+            default_newline=self.module.default_newline,
+            provider=sink,  # type: ignore[arg-type]
+        )
+        state.line = starts[index]
+        state.column = 0
+        self.module.body[index]._codegen(state)
 
     def code_for(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
+
+
+class StatementTracker(cst.BatchableCSTVisitor):
+    """Runs first in the batched traversal and tells the context which top-level statement
+    is being visited (so positions can be generated one statement at a time)."""
+
+    def __init__(self, ctx: PyContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    def _enter(self, node: cst.CSTNode) -> None:
+        index = self.ctx._top.get(id(node))
+        if index is not None:
+            self.ctx.current_statement = index
+
+    def get_visitors(self) -> Mapping[str, Any]:
+        names = ("SimpleStatementLine", "If", "For", "While", "Try", "TryStar", "With", "FunctionDef",
+                 "ClassDef", "Match")
+        visitors: dict[str, Any] = {f"visit_{n}": self._enter for n in names}
+        visitors["leave_Module"] = self.leave_Module
+        return visitors
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        self.ctx.current_statement = None
 
 
 class PyVisitor(cst.BatchableCSTVisitor):
@@ -227,7 +341,7 @@ class PyVisitor(cst.BatchableCSTVisitor):
         return self.ctx.imports.resolve(node)
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
-        rng = self.ctx.positions[node]
+        rng = self.ctx.position_of(node)
         return (
             self.ctx.offset(rng.start.line, rng.start.column),
             self.ctx.offset(rng.end.line, rng.end.column),

@@ -48,16 +48,36 @@ ENGINE_RULES: tuple[Rule, ...] = (
 )
 
 
+class FamilyLoadError(Exception):
+    pass
+
+
+def check_loaded() -> None:
+    """Raise when a rule family failed to import: a run without its rules would mislead."""
+    families()
+    if LOAD_ERRORS:
+        raise FamilyLoadError("; ".join(f"rule family {name!r} failed to load ({why})"
+                                        for name, why in LOAD_ERRORS.items()))
+
+
+LOAD_ERRORS: dict[str, str] = {}  # family module -> why it failed to import (the CLI refuses to run)
+
+
 @lru_cache(maxsize=1)
 def families() -> tuple[Family, ...]:
     """All rule families, in patch application order."""
     import porter.codemods as pkg
 
     found: list[Family] = []
+    LOAD_ERRORS.clear()
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"{pkg.__name__}.{info.name}")
+        try:
+            module = importlib.import_module(f"{pkg.__name__}.{info.name}")
+        except Exception as exc:  # noqa: BLE001 - one broken family must not hide the others
+            LOAD_ERRORS[info.name] = f"{type(exc).__name__}: {exc}"
+            continue
         family = getattr(module, "FAMILY", None)
         if isinstance(family, Family):
             found.append(family)

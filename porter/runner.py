@@ -216,8 +216,13 @@ def process_file(ref: SourceRef, root: str, settings: Settings, facts: RepoFacts
                 result.findings = outcome.remaining
                 result.fixed = outcome.fixed
                 result.stages = outcome.stages
-                result.new_files = outcome.new_files
-                result.new_files_by_family = outcome.new_files_by_family
+                # a file a fix would create that already exists on disk is reused, never replaced
+                result.new_files = {p: t for p, t in outcome.new_files.items()
+                                    if not os.path.lexists(os.path.join(root, p))}
+                result.new_files_by_family = {
+                    fam: {p: t for p, t in files.items() if p in result.new_files}
+                    for fam, files in outcome.new_files_by_family.items()
+                }
                 final = outcome.text
     except _Timeout:
         result.findings = [Finding(code="PRT008", message=f"analysis took longer than {settings.timeout:g} s; "
@@ -422,6 +427,7 @@ def run(
 ) -> RunResult:
     """Discover and process files. Nothing is written here (see :func:`write`)."""
     started = time.perf_counter()
+    registry.check_loaded()
     root = Path(os.path.abspath(root))
     found: Discovery = discover(root, list(paths), settings, force_exclude=force_exclude)
     facts = collect_facts(root, found.files, settings)

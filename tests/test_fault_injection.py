@@ -49,7 +49,7 @@ def test_sigkill_never_leaves_partial_files(tmp_path: Path) -> None:
         originals[path] = data
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     kills = 0
-    for attempt in range(6):
+    for _attempt in range(6):
         proc = subprocess.Popen(
             [sys.executable, "-m", "porter", "apply", "--no-cache", "-j", "2", str(root)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from porter.hipify_wrappers import included_headers, run_hipify
 from porter.hipify_wrappers.setup_scan import scan_setup
 

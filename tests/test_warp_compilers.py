@@ -19,10 +19,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from porter.hipify_wrappers import run_hipify
 
 from porter.config import Settings
 from porter.engine import fix
+from porter.hipify_wrappers import run_hipify
 from porter.testing import findings, settings_for
 
 pytestmark = pytest.mark.slow

@@ -84,7 +84,23 @@ class _Remover(cst.CSTTransformer):
     def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
         if not updated.body:
             return updated.with_changes(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
-        return updated
+        return updated.with_changes(body=_drop_leading_blank(original.body, updated.body))
+
+
+
+def _drop_leading_blank(before: Sequence[cst.CSTNode], after: Sequence[cst.CSTNode]) -> list[cst.CSTNode]:
+    """When an indented block's first statement was removed, the new first statement does not
+    start with the blank lines that used to separate it from the removed one (module level
+    keeps them: they separate imports from definitions)."""
+    body = list(after)
+    if not body or not before or len(body) >= len(before):
+        return body
+    first = body[0]
+    removed_first = not (before[0] is first or before[0].deep_equals(first))
+    lines = getattr(first, "leading_lines", ())
+    if removed_first and lines and all(ln.comment is None for ln in lines):
+        body[0] = first.with_changes(leading_lines=())
+    return body
 
 
 def _rebuild(node, keep):  # type: ignore[no-untyped-def]

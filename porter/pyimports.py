@@ -13,6 +13,15 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+# Submodules that importing their package loads (checked against torch 2.13's import side
+# effects), so `torch.nn.functional.x` works after a plain `import torch`.
+_LOADED_BY_PARENT = frozenset({
+    "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.nn.parallel", "torch.nn.utils",
+    "torch.nn.attention", "torch.optim", "torch.amp", "torch.cuda", "torch.cuda.amp", "torch.cuda.nvtx",
+    "torch.backends", "torch.backends.cuda", "torch.backends.cudnn", "torch.version", "torch.distributed",
+    "torch.utils", "torch.utils.data", "torch.utils.checkpoint", "torch.autograd", "torch.testing",
+})
+
 _GATE_EXCEPTIONS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException", "OSError"}
 
 
@@ -136,19 +145,34 @@ class ImportIndex:
         """A local expression that names ``target`` through an existing import, if any.
 
         ``alias_for("torch.nn.functional")`` is ``"F"`` after ``import torch.nn.functional as F``
-        and ``"torch.nn.functional"`` after ``import torch``.
+        and ``"torch.nn.functional"`` after ``import torch``. A path through a submodule is used
+        only when that submodule is loaded: by the file's own imports, or because importing its
+        package loads it (``import torch`` loads ``torch.nn`` but not ``torch.nn.attention.bias``).
         """
+        loaded = set(_LOADED_BY_PARENT)
+        for binding in self.statements:
+            if isinstance(binding.statement, cst.Import) and not binding.gated:
+                parts = binding.module.split(".")
+                loaded.update(".".join(parts[: i + 1]) for i in range(len(parts)))
         best: tuple[int, int, str] | None = None  # (rank, length, text): `import` forms first
         for binding in self.statements:
             if not binding.toplevel or binding.gated or binding.local == "*":
                 continue
             if binding.target == target:
                 return binding.local
-            if target.startswith(binding.target + "."):  # `import torch` or `from torch import nn`
-                candidate = binding.local + target[len(binding.target):]
-                key = (0 if isinstance(binding.statement, cst.Import) else 1, len(candidate), candidate)
-                if best is None or key < best:
-                    best = key
+            if not target.startswith(binding.target + "."):
+                continue
+            # the longest loaded module on the way; what follows it must be one attribute
+            module = binding.target
+            for name in loaded:
+                if target.startswith(name + ".") and len(name) > len(module) and name.startswith(module + "."):
+                    module = name
+            if "." in target[len(module) + 1 :]:
+                continue
+            candidate = binding.local + target[len(binding.target):]
+            key = (0 if isinstance(binding.statement, cst.Import) else 1, len(candidate), candidate)
+            if best is None or key < best:
+                best = key
         return best[2] if best else None
 
     def modules(self) -> Iterator[Binding]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from cli_helpers import git, needs_git, run_porter
@@ -132,13 +133,13 @@ def test_target_code_is_never_executed(tmp_path: Path) -> None:
     payload = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
     (tmp_path / "setup.py").write_text(payload + "from setuptools import setup\nsetup(name='x', install_requires=['flash-attn'])\n")
     (tmp_path / "conftest.py").write_text(payload + "import flash_attn\n")
-    for module in ("flash_attn", "torch", "apex", "pynvml", "transformers"):
+    for module in ("flash_attn", "torch", "apex", "pynvml", "transformers", "json", "difflib", "fnmatch"):
         (tmp_path / f"{module}.py").write_text(payload)
     (tmp_path / "model.py").write_text("import flash_attn\nimport torch\n" + TRIGGER)
     (tmp_path / "requirements.txt").write_text("flash-attn==2.5.6\ntorch==2.1.0+cu121\n")
     exe = shutil.which("porter")
     assert exe is not None, "porter's console script must be installed"
-    for args in (("audit",), ("check",), ("apply", "--dry-run"), ("apply",), ("migrate", "--dry-run")):
-        subprocess.run([exe, *args, *(["."] if args[0] != "migrate" else ["."])], cwd=tmp_path,
-                       capture_output=True, timeout=300, check=False)
+    for launcher in ([exe], [sys.executable, "-m", "porter"]):  # `-m` puts the cwd on sys.path
+        for args in (("audit",), ("check",), ("apply", "--dry-run"), ("apply",), ("migrate", "--dry-run")):
+            subprocess.run([*launcher, *args, "."], cwd=tmp_path, capture_output=True, timeout=300, check=False)
     assert not marker.exists(), marker.read_text()

@@ -439,7 +439,7 @@ class Slowest:
 
 def slowest_files(tree: Tree, opts: Options) -> Slowest | None:
     """The files porter spends longest on (one serial audit; diagnostics, not a benchmark row)."""
-    s = measure([sys.executable, "-c", SLOWEST_CHILD, str(tree.root), str(opts.slowest)], tree.root, capture=True)
+    s = measure([sys.executable, "-P", "-c", SLOWEST_CHILD, str(tree.root), str(opts.slowest)], tree.root, capture=True)
     try:
         info = json.loads(s.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -477,7 +477,7 @@ def add_hipify(tree: Tree, opts: Options, rows: list[Row]) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
         cpp = [r for r in tree.files if languages.detect(r) == languages.CUDA]
         copy_files(tree.root, cpp, scratch)
-        s = measure([sys.executable, "-c", HIPIFY_CHILD, str(scratch)], scratch.parent, capture=True)
+        s = measure([sys.executable, "-P", "-c", HIPIFY_CHILD, str(scratch)], scratch.parent, capture=True)
         try:
             info = json.loads(s.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):

@@ -143,6 +143,13 @@ RULES = (
          explanation="The pytorch and nvidia conda channels have no ROCm builds of torch. Install torch "
          "with pip from the ROCm index inside the environment (a `pip:` section with "
          "`--index-url https://download.pytorch.org/whl/rocm6.3`) or use the rocm/pytorch container."),
+    rule("PRT811", "torch-below-target", NAME,
+         "The torch requirement excludes the `target-torch` version the ported code is written for.",
+         Category.SHIM, severity=Severity.WARNING, fix=Applicability.SAFE, effort_hours=0.25,
+         explanation="`[tool.porter] target-torch` says which torch the ported code runs on (SDPA's "
+         "`enable_gqa`, `torch.nn.RMSNorm` and the lower-right causal mask need 2.5). A requirement that "
+         "excludes it would install a torch the rewritten code fails on, so porter raises it to "
+         "`torch>=<target>` (the `+cuXXX` label, if any, is dropped in the same edit)."),
 )
 
 
@@ -262,11 +269,17 @@ def assess(req: Requirement, raw: str, ctx: FileContext) -> list[Action]:
         actions.append(Action("PRT804", f"{dist} is a CUDA build of CuPy and CuPy publishes no wheel for ROCm "
                               f"{version}: build it from source with CUPY_INSTALL_USE_HIP=1"))
         return actions
+    target = getattr(ctx.settings, "target_torch", "")
     local = [s for s in req.specifier if "+" in s.version and re.search(r"cu\d+", s.version.split("+", 1)[1])]
     if local:
         if dist in TORCH_DISTS and all(CUDA_LOCAL.search(s.version) for s in local):
             new = CUDA_LOCAL.sub("", raw)
-            if _parses_as(new, dist):
+            raised = _raise_to_target(new, dist, target) if dist == "torch" else None
+            if raised is not None:
+                actions.append(Action("PRT801", f"{dist}{local[0]} pins a CUDA build below target-torch {target}: "
+                                      f"the label is dropped and the pin raised to >={target}", SAFE, "replace",
+                                      raised, data={"stripped": True}))
+            elif _parses_as(new, dist):
                 actions.append(Action("PRT801", f"{dist}{local[0]} pins a CUDA build; the label is dropped so the "
                                       "ROCm index's build satisfies it", SAFE, "replace", new,
                                       data={"stripped": True}))
@@ -276,6 +289,12 @@ def assess(req: Requirement, raw: str, ctx: FileContext) -> list[Action]:
             actions.append(Action("PRT801", f"{dist}{local[0]} pins a CUDA build of {dist}; its ROCm build (if "
                                   "any) is published elsewhere"))
         return actions
+    if dist == "torch" and target:
+        raised = _raise_to_target(raw, dist, target)
+        if raised is not None:
+            actions.append(Action("PRT811", f"torch{req.specifier} excludes target-torch {target}: raised to "
+                                  f">={target}", SAFE, "replace", raised))
+            return actions
     reason = cuda_build_reason(req)
     if reason is not None:
         if dist.startswith("nvidia-") and facts.imports and "nvidia" not in facts.imports:
@@ -323,6 +342,29 @@ def _rename(raw: str, req: Requirement, target: str) -> str | None:
         return None
     new = raw[: m.start(1)] + target + raw[m.end(1) :]
     return new if _parses_as(new, target) else None
+
+
+def _raise_to_target(raw: str, dist: str, target: str) -> str | None:
+    """``raw`` with its version specifier replaced by ``>=target`` when it excludes ``target``."""
+    if not target:
+        return None
+    try:
+        req = Requirement(raw.split("#", 1)[0].strip())
+    except InvalidRequirement:
+        return None
+    if req.url or not str(req.specifier) or req.specifier.contains(target, prereleases=True):
+        return None
+    m = re.match(r"(\s*[A-Za-z0-9][A-Za-z0-9._\-]*(?:\s*\[[^\]]*\])?\s*)([^;#]*?)(\s*(?:[;#].*)?)$", raw, re.S)
+    if not m:
+        return None
+    new = m.group(1) + f">={target}" + m.group(3)
+    try:
+        check = Requirement(new.split("#", 1)[0].strip())
+    except InvalidRequirement:
+        return None
+    if check.name.lower() != dist or str(check.specifier) != f">={target}" or check.marker != req.marker:
+        return None
+    return new
 
 
 def _with_specifier(raw: str, req: Requirement, spec: str) -> str | None:

@@ -314,7 +314,7 @@ def commit_branch(p: MigrationPlan, branch: str) -> list[str]:
 @click.command("migrate")
 @click.argument("repo", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.option("-o", "--out", type=click.Path(path_type=Path, file_okay=False),
-              help="Folder for the patch series and MIGRATION.md (default: ./<repo>-porter-migration).")
+              help="Folder for the patch series and MIGRATION.md (default: <repo>-porter-migration beside REPO).")
 @click.option("--dry-run", is_flag=True, help="Show the plan and the diffs; write nothing.")
 @click.option("--branch", default=None, help="Also commit the series on this new branch (clean git work tree only).")
 @click.option("--allow-dirty", is_flag=True, help="Migrate a work tree with uncommitted changes.")
@@ -347,6 +347,12 @@ def migrate(repo: Path, out: Path | None, dry_run: bool, branch: str | None, all
             )
     if branch and not git_tree:
         raise click.UsageError("--branch needs REPO to be the top of a git work tree")
+    if branch:
+        if dirty_files(root):
+            raise click.ClickException("--branch needs a clean work tree: the branch starts from HEAD, "
+                                       "so uncommitted changes would not be in it")
+        if _git(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], root, check=False).returncode == 0:
+            raise click.ClickException(f"branch {branch!r} already exists")
     settings = _settings({"select": select, "ignore": ignore, "config": config}, root, unsafe_fixes)
     with console.status(f"porter: migrating {root.name}…", spinner="dots"):
         p = plan(root, settings, hipify=hipify, jobs=jobs)
@@ -363,7 +369,8 @@ def migrate(repo: Path, out: Path | None, dry_run: bool, branch: str | None, all
     if not patches:
         console.print("porter: nothing to migrate: the repository is already ported (no patch written).")
         sys.exit(0)
-    out = out or Path.cwd() / f"{root.name}-porter-migration"
+    # by default beside the repository, never inside it (that would dirty the work tree)
+    out = out or root.parent / f"{root.name}-porter-migration"
     out_abs = Path(os.path.abspath(out))
     written = write_outputs(p, out_abs)
     console.print(f"porter: wrote {len(written) - 2} patch(es), INDEX.md and MIGRATION.md to {out}")

@@ -344,6 +344,25 @@ def _rename(raw: str, req: Requirement, target: str) -> str | None:
     return new if _parses_as(new, target) else None
 
 
+def _admits(req: Requirement, target: str) -> bool:
+    """Whether the requirement allows some torch at or above ``target`` (``==2.5.1`` admits 2.5)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        floor = Version(target)
+    except InvalidVersion:
+        return True
+    candidates = [floor]
+    for spec in req.specifier:
+        try:
+            v = Version(spec.version.replace(".*", ""))
+        except InvalidVersion:
+            continue
+        if v >= floor:
+            candidates.append(v)
+    return any(req.specifier.contains(c, prereleases=True) for c in candidates)
+
+
 def _raise_to_target(raw: str, dist: str, target: str) -> str | None:
     """``raw`` with its version specifier replaced by ``>=target`` when it excludes ``target``."""
     if not target:
@@ -352,7 +371,7 @@ def _raise_to_target(raw: str, dist: str, target: str) -> str | None:
         req = Requirement(raw.split("#", 1)[0].strip())
     except InvalidRequirement:
         return None
-    if req.url or not str(req.specifier) or req.specifier.contains(target, prereleases=True):
+    if req.url or not str(req.specifier) or _admits(req, target):
         return None
     m = re.match(r"(\s*[A-Za-z0-9][A-Za-z0-9._\-]*(?:\s*\[[^\]]*\])?\s*)([^;#]*?)(\s*(?:[;#].*)?)$", raw, re.S)
     if not m:

@@ -1,0 +1,57 @@
+"""`target-torch`: the torch version the ported code is written for (config and its effects)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from packaging.requirements import Requirement
+
+from porter.config import ConfigError, Settings, from_table
+from porter.framework import RepoFacts
+from porter.runner import collect_facts
+from porter.testing import findings, fixed, settings_for
+
+
+def _settings(target: str = "2.5") -> Settings:
+    return replace(settings_for("dependencies"), target_torch=target)
+
+
+@pytest.mark.parametrize(
+    ("line", "want"),
+    [
+        ("torch==2.1.0+cu121  # pinned", "torch>=2.5  # pinned"),
+        ('torch>=1.13,<2.2 ; python_version>"3.8"', 'torch>=2.5 ; python_version>"3.8"'),
+        ("torch~=2.0.1", "torch>=2.5"),
+    ],
+)
+def test_pins_below_the_target_are_raised(line: str, want: str) -> None:
+    out = fixed(line + "\n", "requirements.txt", settings=_settings())
+    assert out == want + "\n"
+    req = Requirement(out.split("#")[0].strip())
+    assert req.specifier.contains("2.5.0")
+
+
+@pytest.mark.parametrize("line", ["torch>=2.4", "torch", "torch==2.5.1", "numpy==1.26"])
+def test_pins_that_admit_the_target_are_kept(line: str) -> None:
+    assert fixed(line + "\n", "requirements.txt", settings=_settings()) == line + "\n"
+
+
+def test_without_a_target_nothing_is_raised() -> None:
+    src = "torch==2.1.0\n"
+    assert fixed(src, "requirements.txt", family="dependencies") == src
+    assert not [f for f in findings(src, "requirements.txt", family="dependencies") if f.code == "PRT811"]
+
+
+def test_config_key_is_validated() -> None:
+    assert from_table({"target-torch": "2.5"}).target_torch == "2.5"
+    with pytest.raises(ConfigError):
+        from_table({"target-torch": "latest"})
+
+
+def test_target_overrides_the_repo_pin_in_facts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "requirements.txt").write_text("torch==2.1.0+cu121\nflash-attn==2.5.6\n")
+    facts = collect_facts(tmp_path, [], replace(Settings(), target_torch="2.5"))
+    assert facts.pins.get("torch") == "==2.5"
+    assert facts.pins.get("flash-attn") == "==2.5.6"
+    assert isinstance(collect_facts(tmp_path, []), RepoFacts)

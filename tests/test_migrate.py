@@ -400,22 +400,19 @@ def test_report_links_only_files_of_the_migrated_tree(migrated: tuple[Path, Path
     assert linked and all((applied / rel).is_file() for rel in linked), sorted(linked)
 
 
-@pytest.mark.xfail(strict=True, reason="porter bug: without -o, `porter migrate .` run from the repository root writes "
-                   "./<repo>-porter-migration inside the repository, which leaves the work tree dirty, so every "
-                   "later `porter migrate .` (even --dry-run) is refused")
 def test_default_output_folder_does_not_dirty_the_repository(tmp_path: Path) -> None:
+    # without -o the folder goes beside the repository, so the work tree stays clean
     project = make_project(tmp_path)
     proc = migrate(project, cwd=project)
     assert proc.returncode == 0, proc.stderr.decode()
+    assert patches_in(project.parent / "proj-porter-migration") and not list(project.glob("*-porter-migration"))
     again = migrate(project, "--dry-run", cwd=project)
     assert "uncommitted changes" not in again.stderr.decode()
     assert again.returncode == 1, again.stderr.decode()
 
 
-@pytest.mark.xfail(strict=True, reason="porter bug: `--allow-dirty --branch` builds the series from the dirty work tree "
-                   "but applies it on HEAD in the temporary worktree; the first patch touching a dirty file fails and "
-                   "the new branch is left behind (empty), so a retry says 'already exists'")
 def test_branch_with_allow_dirty_never_leaves_a_broken_branch(tmp_path: Path) -> None:
+    # the series comes from the dirty work tree, the branch from HEAD: refuse, or commit it all
     project = make_project(tmp_path)
     with (project / "model.py").open("a", encoding="utf-8") as fh:
         fh.write("\nx = torch.cuda.amp.GradScaler()\n")
@@ -427,9 +424,8 @@ def test_branch_with_allow_dirty_never_leaves_a_broken_branch(tmp_path: Path) ->
         assert not branches, f"failed (exit {proc.returncode}) but left branch porter/rocm behind"
 
 
-@pytest.mark.xfail(strict=True, reason="porter bug: an existing --branch is detected only in commit_branch(), after the "
-                   "whole plan ran and the -o folder was written (stale patches deleted); it should be refused up front")
 def test_existing_branch_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    # refused up front: no plan, no -o folder
     project = make_project(tmp_path)
     git("branch", "porter/rocm", cwd=project)
     out = tmp_path / "out"

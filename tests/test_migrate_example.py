@@ -153,10 +153,8 @@ def test_migrating_the_migrated_example_is_a_noop(migrated: Path, tmp_path: Path
     assert "nothing to migrate" in proc.stderr.decode(errors="replace")
 
 
-@pytest.mark.xfail(strict=True, reason="porter bug: with target-torch=\"2.5\" the migrated code needs torch >= 2.5 "
-                   "(SDPA enable_gqa, torch.nn.RMSNorm) but the dependencies patch keeps `torch==2.1.0` in "
-                   "requirements.txt (it only drops +cu121) and nothing flags the pin as below target-torch")
 def test_migrated_requirements_admit_the_target_torch(migrated: Path) -> None:
+    # the ported code needs torch >= 2.5 (SDPA's enable_gqa, torch.nn.RMSNorm): the pin must allow it
     from packaging.requirements import Requirement
 
     reqs = [Requirement(line.split("#")[0].strip()) for line in

@@ -78,8 +78,15 @@ def is_git_worktree(path: Path) -> bool:
     return proc.returncode == 0 and Path(proc.stdout.strip()).resolve() == path.resolve()
 
 
+def in_git_worktree(path: Path) -> bool:
+    if shutil.which("git") is None:
+        return False
+    return _git(["rev-parse", "--is-inside-work-tree"], path, check=False).stdout.strip() == "true"
+
+
 def dirty_files(path: Path) -> list[str]:
-    proc = _git(["status", "--porcelain", "--untracked-files=normal"], path, check=False)
+    """Uncommitted changes under ``path`` (the whole work tree when it is the top)."""
+    proc = _git(["status", "--porcelain", "--untracked-files=normal", "--", "."], path, check=False)
     return [line for line in proc.stdout.splitlines() if line.strip()]
 
 
@@ -339,7 +346,7 @@ def migrate(repo: Path, out: Path | None, dry_run: bool, branch: str | None, all
     console = Console(stderr=True, quiet=quiet, highlight=False)
     root = Path(os.path.abspath(repo))
     git_tree = is_git_worktree(root)
-    if git_tree and not allow_dirty:
+    if (git_tree or in_git_worktree(root)) and not allow_dirty:
         dirty = dirty_files(root)
         if dirty:
             raise click.ClickException(

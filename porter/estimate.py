@@ -247,8 +247,10 @@ def summarize(findings: list[Finding], files_scanned: int = 0) -> AuditSummary:
     low_days = _round(total * LOW_FACTOR / HOURS_PER_DAY)
     high_days = _round((total + unsafe_hours) * high_factor / HOURS_PER_DAY)
     days = _round(total / HOURS_PER_DAY)
+    manual_info = sum(1 for f in findings if fix_level(f) == "manual" and severity_of(f) == Severity.INFO)
     reasoning = [
-        f"{by_fix['manual']} site(s) porter cannot fix: {site_hours:g} h of manual work "
+        f"{by_fix['manual']} site(s) without an automatic fix ({by_fix['manual'] - manual_info} to work on, "
+        f"{manual_info} informational): {site_hours:g} h of manual work "
         "(sum of each rule's per-site effort; kernel files counted below)",
         f"{by_fix['safe']} site(s) with a safe fix: 0 h (`porter apply` rewrites them)",
         f"{by_fix['unsafe']} site(s) with an unsafe fix: {unsafe_hours:g} h of review, counted in the high "

@@ -371,6 +371,31 @@ def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | No
     return RepoFacts(pins=pins, manifests=tuple(sorted(manifest_texts)), extra={"existing_files": existing})
 
 
+def _os_threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+
+        return threading.active_count()
+
+
+def _pool_context():  # type: ignore[no-untyped-def]
+    """``fork`` when this process is single-threaded (the CLI: cheapest), else ``forkserver``.
+
+    Forking a process that runs other threads (an embedding program, a test run that imported
+    torch and its thread pools) can deadlock the child on a lock another thread held.
+    """
+    import multiprocessing
+
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and _os_threads() == 1:
+        return multiprocessing.get_context("fork")
+    if "forkserver" in methods:
+        return multiprocessing.get_context("forkserver")
+    return multiprocessing.get_context("spawn")
+
+
 def _run_batch(
     refs: Sequence[SourceRef], root: Path, settings: Settings, facts: RepoFacts, mode: Mode, jobs: int,
     progress: Callable[[int, int, str], None] | None, cache: Cache | None,
@@ -400,7 +425,8 @@ def _run_batch(
     else:
         chunk = max(1, min(64, len(todo) // (workers * 8) or 1))
         with ProcessPoolExecutor(
-            max_workers=workers, initializer=_init_worker, initargs=(str(root), settings, facts, mode)
+            max_workers=workers, initializer=_init_worker, initargs=(str(root), settings, facts, mode),
+            mp_context=_pool_context(),
         ) as pool:
             for ref, res in zip(todo, pool.map(_work, todo, chunksize=chunk), strict=True):
                 results[ref.relpath] = res

@@ -155,3 +155,16 @@ def _find_line(orig_lines: list[str], content: str, near: int, used: set[int]) -
 
 def read_text(path: Path) -> str:
     return path.read_bytes().decode("utf-8", "surrogateescape")
+
+
+def record_output(result: HipifyResult, root: Path, rel: str, converted: Path) -> None:
+    """Compare an in-place engine's output with the source; record the change and its findings."""
+    before = (root / rel).read_bytes()
+    after = converted.read_bytes()
+    if after == before:
+        return
+    result.changes.append(FileChange(rel, before, after))
+    original = before.decode("utf-8", "surrogateescape")
+    text_after = after.decode("utf-8", "surrogateescape")
+    result.findings.extend(unconverted_findings(rel, original, text_after))
+    result.findings.extend(leftover_findings(rel, original, text_after))

@@ -12,9 +12,8 @@ import shutil
 from pathlib import Path
 
 from porter.findings import Finding
-from porter.patchset import FileChange
 
-from .base import HipifyResult, Tool, find_tool, leftover_findings, read_text, run_tool, unconverted_findings
+from .base import HipifyResult, Tool, find_tool, record_output, run_tool
 
 ENGINE = "hipify-perl"
 _WARN = re.compile(r"warning:\s*(?P<file>[^\s:][^:]*?):#?(?P<line>\d+)(?::\d+)?\s*:?\s*(?P<msg>.*)")
@@ -51,11 +50,5 @@ def run(root: Path, files: list[str], scratch: Path, tool: Tool, *, timeout: flo
             tail = ((proc.stderr or "").strip().splitlines() or ["no output"])[-1]
             result.findings.append(Finding(code="PRT565", message=f"{ENGINE} failed: {tail}", path=rel))
             continue
-        before = (root / rel).read_bytes()
-        after = dst.read_bytes()
-        if after != before:
-            result.changes.append(FileChange(rel, before, after))
-            text_after = after.decode("utf-8", "surrogateescape")
-            result.findings.extend(unconverted_findings(rel, read_text(root / rel), text_after))
-            result.findings.extend(leftover_findings(rel, read_text(root / rel), text_after))
+        record_output(result, root, rel, dst)
     return result

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from porter import languages
+from porter import proc as _proc
 from porter.findings import Finding
 from porter.patchset import FileChange
 
@@ -41,13 +42,13 @@ class Tool:
 
 
 def run_tool(argv: Sequence[str], *, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run an engine with an argument list (never through a shell)."""
-    return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+    """Run an engine with an argument list (never through a shell), outside the target (porter.proc)."""
+    return _proc.run_tool(argv, cwd=cwd, timeout=timeout)
 
 
 def find_tool(name: str, version_args: Sequence[str] = ("--version",)) -> Tool | None:
     """The executable ``name`` on PATH with its version string, or None."""
-    path = shutil.which(name)
+    path = _proc.which(name)
     if path is None:
         return None
     try:

@@ -116,7 +116,17 @@ def _prefixed(prefix: str, path: str) -> str:
 
 
 def _lines(data: bytes) -> list[bytes]:
-    return data.splitlines(keepends=True)
+    """Lines as git sees them: only ``\n`` ends a line (a lone ``\r`` is an ordinary byte).
+
+    ``bytes.splitlines`` also splits at a lone ``\r``, which would put a "No newline at end of
+    file" marker in the middle of a file (CR-only files, a stray CR in a comment) and give a patch
+    ``git apply`` rejects.
+    """
+    parts = data.split(b"\n")
+    lines = [part + b"\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
 
 
 def _range(start: int, count: int) -> str:
@@ -210,6 +220,9 @@ class PatchSeries:
         names = self.file_names()
         lines += [f"git apply {n}" for n in names] or ["# nothing to apply"]
         lines += ["```", ""]
+        if names:
+            lines += ["or, to get one commit per patch (`--keep-cr` keeps the CR of CRLF files, which `git am` "
+                      "strips by default):", "", "```sh", "git am --keep-cr " + " ".join(names), "```", ""]
         for name, patch in zip(names, self.nonempty(), strict=True):
             lines += [f"## {name}: {patch.title}", ""]
             if patch.description:

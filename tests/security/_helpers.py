@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
-PORTER = [sys.executable, "-P", "-m", "porter"]  # like the console script: the cwd is not on sys.path
+# the console script, as users and pre-commit run it (no interpreter flag: `-P` would hide what a child
+# interpreter inherits); `python -P -m porter` behaves the same where the script is not installed
+_SCRIPT = Path(sys.executable).with_name("porter")
+PORTER = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-P", "-m", "porter"]
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

@@ -82,6 +82,13 @@ def test_gitdir_file_pointing_outside_the_tree_needs_opt_in(tmp_path: Path) -> N
         cwd=root, env={"GIT_DIR": str(tmp_path / "elsewhere.git")})
     (root / ".git").write_text(f"gitdir: {tmp_path / 'elsewhere.git'}\n")
     _run_all(root, marker)
+    # with the opt-in (a group option for every command), git's view is used: info/exclude applies
+    (root / "ignored.py").write_text(APEX_PY)
+    (tmp_path / "elsewhere.git" / "info").mkdir(exist_ok=True)
+    (tmp_path / "elsewhere.git" / "info" / "exclude").write_text("ignored.py\n")
+    assert "ignored.py" in porter("audit", ".", cwd=root).stdout
+    assert "ignored.py" not in porter("--trust-git-dir", "audit", ".", cwd=root).stdout
+    assert not marker.exists(), marker_text(marker)
     out = tmp_path / "out"
     ok = porter("migrate", "--trust-git-dir", "--branch", "ported", "-o", str(out), ".", cwd=root)
     assert ok.returncode == 0, ok.stderr

@@ -84,7 +84,8 @@ def dirty_files(path: Path) -> list[str]:
         out = proc.git(repo, ["status", "--porcelain", "--untracked-files=normal", "--ignore-submodules=all",
                               "--", "."], cwd=path, check=True)
     except proc.GitError as exc:
-        raise click.ClickException(f"cannot tell whether {path} has uncommitted changes: {exc}") from exc
+        raise click.ClickException(f"cannot tell whether {path} has uncommitted changes ({exc}); pass "
+                                   "--allow-dirty to migrate it anyway") from exc
     return [line for line in out.stdout.decode("utf-8", "surrogateescape").splitlines() if line.strip()]
 
 

@@ -172,3 +172,22 @@ def test_inherited_git_variables_cannot_redirect_git(tmp_path: Path) -> None:
     audit = porter("audit", ".", cwd=root, env=env)
     assert "norm.py" in audit.stdout and "other.py" not in audit.stdout, audit.stdout
     assert not marker.exists(), marker_text(marker)
+
+
+@pytest.mark.parametrize("how", ["core.worktree", "commondir", "symlink"])
+def test_git_metadata_cannot_redirect_git_outside_the_tree(tmp_path: Path, how: str) -> None:
+    """core.worktree naming another folder, a .git with a commondir link, a .git symlink: all ignored."""
+    root = _target(tmp_path)
+    marker = tmp_path / "MARKER"
+    elsewhere = make_repo(tmp_path / "elsewhere", {"secret.py": APEX_PY})
+    git("config", "core.fsmonitor", str(payload(tmp_path / "fsmon.sh", marker)), cwd=elsewhere)
+    if how == "core.worktree":
+        git("config", "core.worktree", str(elsewhere), cwd=root)
+    elif how == "commondir":
+        (root / ".git" / "commondir").write_text(str(elsewhere / ".git") + "\n")
+    else:
+        shutil.rmtree(root / ".git")
+        (root / ".git").symlink_to(elsewhere / ".git")
+    audit = porter("audit", ".", cwd=root)
+    assert "norm.py" in audit.stdout and "secret.py" not in audit.stdout, audit.stdout
+    _run_all(root, marker)

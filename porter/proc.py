@@ -317,19 +317,46 @@ def locate(directory: Path | str) -> GitLocation:
         probe = probe.parent
 
 
+_OVERRIDES_CACHE: dict[tuple[str, int, int], list[tuple[str, str]]] = {}
+
+
+def _config_stamp(repo: GitRepo) -> tuple[str, int, int]:
+    try:
+        st = (repo.git_dir / "config").stat()
+        return str(repo.git_dir), st.st_mtime_ns, st.st_size
+    except OSError:
+        return str(repo.git_dir), -1, -1
+
+
 def _config_overrides(repo: GitRepo, base_env: Mapping[str, str]) -> list[tuple[str, str]]:
-    """The fixed overrides plus one per driver the repository's config defines."""
+    """The fixed overrides plus one per driver the repository's config defines (cached per config file state)."""
+    stamp = _config_stamp(repo)
+    with _lock:
+        cached = _OVERRIDES_CACHE.get(stamp)
+    if cached is not None:
+        return list(cached)
+    overrides = _read_overrides(repo, base_env)
+    with _lock:
+        _OVERRIDES_CACHE[stamp] = overrides
+    return list(overrides)
+
+
+def _read_overrides(repo: GitRepo, base_env: Mapping[str, str]) -> list[tuple[str, str]]:
     overrides = list(_FIXED_CONFIG)
     env = dict(base_env)
     _put_config(env, overrides)
     git_exe = which("git")
     if git_exe is None:
-        return overrides
+        raise GitError("git is not installed")
     try:
         proc = subprocess.run([git_exe, "config", "--null", "--list"], cwd=repo.work_tree, env=env,
-                              capture_output=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
-        return overrides
+                              capture_output=True, timeout=30, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise GitError(f"cannot read the repository's git config: {exc}") from exc
+    if proc.returncode != 0:
+        # without the list, the repository's filter and diff drivers could not be disabled: run no git
+        err = proc.stderr.decode("utf-8", "replace").strip()
+        raise GitError(f"cannot read the repository's git config: {err or proc.returncode}")
     names: dict[str, set[str]] = {k: set() for k in _DRIVER_KEYS}
     for item in proc.stdout.split(b"\0"):
         key = item.split(b"\n", 1)[0].decode("utf-8", "surrogateescape")
@@ -383,7 +410,8 @@ def git_env(repo: GitRepo, *, index_file: Path | None = None) -> dict[str, str]:
 def git(repo: GitRepo, args: Sequence[str], *, cwd: Path | None = None, input: bytes | None = None,
         check: bool = True, timeout: float = 300, index_file: Path | None = None,
         env_extra: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
-    """Run ``git args`` on ``repo`` (bytes in, bytes out). ``check`` raises :class:`GitError` on failure."""
+    """Run ``git args`` on ``repo`` (bytes in, bytes out). ``check`` raises :class:`GitError` on failure;
+    so does any failure to prepare the safe environment, whatever ``check`` says."""
     exe = which("git")
     if exe is None:
         raise GitError("git is not installed")

@@ -193,3 +193,30 @@ def test_failed_branch_build_leaves_no_branch(tmp_path: Path) -> None:
     assert "filter" in proc.stderr, proc.stderr
     assert not git("branch", "--list", "ported", cwd=root).strip()
     assert git("worktree", "list", "--porcelain", cwd=root).count("worktree ") == 1
+
+
+# -- sibling: a file name cannot inject a patch into the series ------------------------------------
+
+INJECTED = ("p\ndiff --git a/e b/e\nnew file mode 100644\n--- /dev/null\n+++ b/e\n@@ -0,0 +1 @@\n+pwned\n"
+            "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n---\nq.py")
+
+
+def test_file_names_cannot_inject_into_the_mail_series(tmp_path: Path) -> None:
+    """A target file whose path holds newlines (one folder per line) and diff/mbox syntax: applying the
+    series with the documented commands must change that file only, never create ``e``."""
+    root = make_repo(tmp_path / "target", {INJECTED: APEX_PY})
+    out = tmp_path / "out"
+    proc = porter("migrate", "-o", str(out), ".", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    patches = sorted(out.glob("[0-9][0-9][0-9][0-9]-*.patch"))
+    clone = tmp_path / "clone"
+    git("clone", "-q", str(root), str(clone), cwd=tmp_path)
+    git("am", "--keep-cr", *map(str, patches), cwd=clone)
+    assert not (clone / "e").exists()
+    assert "torch.nn.LayerNorm" in (clone / INJECTED).read_text()
+    assert len(git("rev-list", "origin/main..HEAD", cwd=clone).split()) == len(patches)
+    plain = tmp_path / "plain"
+    git("clone", "-q", str(root), str(plain), cwd=tmp_path)
+    for patch in patches:
+        subprocess.run(["git", "apply", str(patch)], cwd=plain, check=True, capture_output=True)
+    assert not (plain / "e").exists()

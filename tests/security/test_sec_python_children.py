@@ -41,6 +41,8 @@ def test_children_never_import_the_target(tmp_path: Path) -> None:
         (root / package).mkdir(parents=True)
         (root / package / "__init__.py").write_text(
             f"open({str(marker)!r}, 'a').write({package!r} + ' ' + __file__ + '\\n')\n")
+    for module in ("sitecustomize", "usercustomize"):  # imported at interpreter start-up from sys.path
+        (root / f"{module}.py").write_text(f"open({str(marker)!r}, 'a').write({module!r} + '\\n')\n")
     (root / "csrc").mkdir()
     (root / "csrc" / "k.cu").write_text(KERNEL)
     for i in range(40):  # past the serial threshold: a worker pool starts

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -65,12 +64,8 @@ def copy_sources(root: Path, dest: Path, files: Iterable[str]) -> list[str]:
     """Copy the C/C++/CUDA sources of ``root`` (plus ``files``) into ``dest``; return relpaths copied."""
     wanted = set(files)
     copied = []
-    paths = []
-    for current, dirnames, filenames in os.walk(root, followlinks=False):  # never through a symlinked folder
-        dirnames.sort()
-        paths += [Path(current) / name for name in filenames]
-    for path in sorted(paths):
-        if path.is_symlink() or not path.is_file():
+    for path in sorted(root.rglob("*")):  # rglob does not descend into symlinked folders
+        if not path.is_file() or path.is_symlink():
             continue
         rel = path.relative_to(root).as_posix()
         if any(part.startswith(".") for part in rel.split("/")[:-1]):

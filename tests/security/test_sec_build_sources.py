@@ -153,3 +153,17 @@ def test_build_named_sources_are_left_to_the_build(tmp_path: Path, monkeypatch: 
     assert sorted(res.skipped) == sorted(named)
     sites = {(f.path, f.line) for f in res.findings if f.code == "PRT563"}
     assert {("pkg/ops.py", 5), ("pkg/inline.py", 5), ("CMakeLists.txt", 2), ("native/Makefile", 2)} <= sites
+
+
+def test_hipify_scratch_copy_follows_no_symlinked_folder(tmp_path: Path) -> None:
+    from porter.hipify_wrappers.base import copy_sources
+
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "x.cuh").write_text(KERNEL)
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "k.cu").write_text(KERNEL)
+    (root / "inc").symlink_to(host)
+    assert copy_sources(root, tmp_path / "dest", ["k.cu"]) == ["k.cu"]
+    assert not (tmp_path / "dest" / "inc").exists()

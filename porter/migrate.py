@@ -407,6 +407,27 @@ def _stage_patch(repo: proc.GitRepo, index: Path, entries: dict[str, tuple[str, 
         proc.git(repo, ["update-index", "-z", "--index-info"], input=data, index_file=index)
 
 
+def _stale_porter_worktree(repo: proc.GitRepo, path: Path) -> bool:
+    """``path`` is a worktree an older porter made: ``<tmp>/porter-branch-*/wt``, linked to this repository.
+
+    The registration lives in the repository's own metadata, which the target controls: only a folder
+    in the temp dir whose ``.git`` file points back into this repository's ``worktrees/`` qualifies, so
+    a forged entry cannot make porter delete a folder elsewhere.
+    """
+    tmp = os.path.realpath(tempfile.gettempdir())
+    if path.name != "wt" or not path.parent.name.startswith("porter-branch-"):
+        return False
+    if os.path.realpath(path.parent.parent) != tmp or path.is_symlink() or path.parent.is_symlink():
+        return False
+    try:
+        text = (path / ".git").read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return False
+    common = os.path.realpath(repo.git_dir / "worktrees")
+    target = os.path.realpath(text[len("gitdir:"):].strip()) if text.startswith("gitdir:") else ""
+    return os.path.dirname(target) == common
+
+
 def clean_stale_worktrees(repo: proc.GitRepo) -> list[str]:
     """Remove worktrees an interrupted older porter registered under the temp dir; return their paths."""
     listed = proc.git(repo, ["worktree", "list", "--porcelain"], check=False)
@@ -415,7 +436,7 @@ def clean_stale_worktrees(repo: proc.GitRepo) -> list[str]:
         if not line.startswith("worktree "):
             continue
         path = Path(line[len("worktree "):])
-        if path.name == "wt" and path.parent.name.startswith("porter-branch-"):
+        if _stale_porter_worktree(repo, path):
             proc.git(repo, ["worktree", "remove", "--force", "--force", str(path)], check=False)
             removed.append(str(path))
     if removed:

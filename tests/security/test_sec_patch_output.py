@@ -11,9 +11,11 @@
 from __future__ import annotations
 
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -166,13 +168,32 @@ def test_interrupted_branch_leaves_nothing_and_reruns(tmp_path: Path, sig: str) 
 
 def test_stale_worktree_of_an_older_run_is_cleaned(tmp_path: Path) -> None:
     root = make_repo(tmp_path / "target", {"norm.py": APEX_PY})
-    stale = tmp_path / "tmp" / "porter-branch-abc123" / "wt"
-    stale.parent.mkdir(parents=True)
-    git("worktree", "add", "-q", "-b", "leftover", str(stale), "HEAD", cwd=root)
+    stale = Path(tempfile.mkdtemp(prefix="porter-branch-")) / "wt"  # where an older porter made it
+    try:
+        git("worktree", "add", "-q", "-b", "leftover", str(stale), "HEAD", cwd=root)
+        proc = porter("migrate", "--branch", "ported", "-o", str(tmp_path / "out"), ".", cwd=root)
+        assert proc.returncode == 0, proc.stderr
+        assert git("worktree", "list", "--porcelain", cwd=root).count("worktree ") == 1
+        assert not stale.exists()
+    finally:
+        shutil.rmtree(stale.parent, ignore_errors=True)
+
+
+def test_forged_worktree_entry_cannot_make_porter_delete_a_folder(tmp_path: Path) -> None:
+    """The registration is repository metadata: a forged one naming a folder elsewhere is left alone."""
+    root = make_repo(tmp_path / "target", {"norm.py": APEX_PY})
+    victim = tmp_path / "home" / "porter-branch-1" / "wt"
+    victim.mkdir(parents=True)
+    (victim / "precious.txt").write_text("keep me\n")
+    entry = root / ".git" / "worktrees" / "wt"
+    entry.mkdir(parents=True)
+    (entry / "gitdir").write_text(str(victim / ".git") + "\n")
+    (entry / "HEAD").write_text(git("rev-parse", "HEAD", cwd=root))
+    (entry / "commondir").write_text("../..\n")
+    (victim / ".git").write_text(f"gitdir: {entry}\n")
     proc = porter("migrate", "--branch", "ported", "-o", str(tmp_path / "out"), ".", cwd=root)
     assert proc.returncode == 0, proc.stderr
-    assert git("worktree", "list", "--porcelain", cwd=root).count("worktree ") == 1
-    assert not stale.exists()
+    assert (victim / "precious.txt").read_text() == "keep me\n"
 
 
 def test_failed_branch_build_leaves_no_branch(tmp_path: Path) -> None:

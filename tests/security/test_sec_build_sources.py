@@ -79,6 +79,7 @@ def test_glob_in_root_matches_like_glob(tmp_path: Path) -> None:
     assert glob_in_root(root, "x", "../../*.cu") is None
 
 
+@pytest.mark.slow
 def test_migrate_survives_hostile_setup_globs(tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="the setup.py scan runs with the torch.utils.hipify engine")
     root = tmp_path / "proj"
@@ -139,6 +140,7 @@ def _jit_project(tmp: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_build_named_sources_are_left_to_the_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("torch", reason="torch.utils.hipify needs torch")
     root = _jit_project(tmp_path)

@@ -56,6 +56,7 @@ def test_repo_config_fsmonitor_never_runs(tmp_path: Path, how: str) -> None:
     _run_all(root, marker)
 
 
+@pytest.mark.slow
 def test_gitdir_file_to_a_disguised_git_dir_is_not_followed(tmp_path: Path) -> None:
     """A tarball ships ``.git`` as a file (``gitdir: assets/gd``) pointing at a git dir with an fsmonitor."""
     root = _target(tmp_path)
@@ -74,6 +75,7 @@ def test_gitdir_file_to_a_disguised_git_dir_is_not_followed(tmp_path: Path) -> N
     assert refused.returncode == 2 and "--trust-git-dir" in refused.stderr, refused.stderr
 
 
+@pytest.mark.slow
 def test_gitdir_file_pointing_outside_the_tree_needs_opt_in(tmp_path: Path) -> None:
     root = _target(tmp_path)
     marker = tmp_path / "MARKER"
@@ -148,6 +150,7 @@ def test_migrate_branch_runs_no_filter_hook_signer_or_pager(tmp_path: Path) -> N
     assert len(git("worktree", "list", "--porcelain", cwd=root).split("worktree ")) == 2
 
 
+@pytest.mark.slow
 def test_git_on_a_relative_path_entry_is_never_run(tmp_path: Path) -> None:
     """PATH=".:$PATH" (or an empty entry) and a `git` committed in the target: porter must use the real git."""
     root = _target(tmp_path)
@@ -174,6 +177,7 @@ def test_inherited_git_variables_cannot_redirect_git(tmp_path: Path) -> None:
     assert not marker.exists(), marker_text(marker)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["core.worktree", "commondir", "symlink"])
 def test_git_metadata_cannot_redirect_git_outside_the_tree(tmp_path: Path, how: str) -> None:
     """core.worktree naming another folder, a .git with a commondir link, a .git symlink: all ignored."""

@@ -109,6 +109,7 @@ def test_out_dir_keeps_the_users_files(tmp_path: Path) -> None:
     assert {p.name: p.read_text() for p in out.iterdir()} == mine
 
 
+@pytest.mark.slow
 def test_out_dir_rerun_replaces_only_porters_own_files(tmp_path: Path) -> None:
     root = make_repo(tmp_path / "target", {"norm.py": APEX_PY, "model.py": LEGACY_PY})
     out = tmp_path / "out"

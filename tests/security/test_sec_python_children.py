@@ -34,6 +34,7 @@ def _no_engines_path() -> str:
     return os.pathsep.join(keep)
 
 
+@pytest.mark.slow
 def test_children_never_import_the_target(tmp_path: Path) -> None:
     root = tmp_path / "target"
     marker = tmp_path / "MARKER"
@@ -56,6 +57,7 @@ def test_children_never_import_the_target(tmp_path: Path) -> None:
     assert "hipDeviceSynchronize" in proc.stdout, proc.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_worker_pool_helper_never_imports_the_target(tmp_path: Path) -> None:
     """Sibling of item 2: multiprocessing's forkserver/spawn helper starts as ``python -c`` in the cwd."""
     root = tmp_path / "target"

@@ -17,12 +17,22 @@ from pathlib import Path
 
 from . import clang, perl, torch_hipify
 from .base import HipifyResult
+from .build_refs import build_references
 from .setup_scan import scan_setup
 
 __all__ = ["HipifyResult", "run_hipify", "included_headers"]
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 ENGINES = ("auto", "hipify-perl", "perl", "hipify-clang", "clang", "torch")
+
+
+def _contained(root: Path, rel: str) -> bool:
+    """``rel`` names a regular file inside ``root`` (no absolute path, no ``..`` out, no symlink out)."""
+    if not rel or posixpath.isabs(rel) or rel == ".." or rel.startswith("../"):
+        return False
+    root_real = os.path.realpath(root)
+    real = os.path.realpath(os.path.join(root_real, rel))
+    return real.startswith(root_real + os.sep) and not os.path.islink(os.path.join(root, rel))
 
 
 def included_headers(root: Path, files: list[str]) -> list[str]:
@@ -37,12 +47,12 @@ def included_headers(root: Path, files: list[str]) -> list[str]:
         seen.add(rel)
         out.append(rel)
         path = root / rel
-        if not path.is_file():
+        if not _contained(root, rel) or not path.is_file():
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
         for inc in _INCLUDE.findall(text):
             cand = posixpath.normpath(posixpath.join(posixpath.dirname(rel), inc))
-            if not cand.startswith("..") and (root / cand).is_file() and posixpath.basename(cand) != "porter_warp.h":
+            if _contained(root, cand) and (root / cand).is_file() and posixpath.basename(cand) != "porter_warp.h":
                 todo.append(cand)
     return out
 
@@ -65,8 +75,10 @@ def run_hipify(root: Path, files: list[str], engine: str = "auto", scratch: Path
                force: bool = False) -> HipifyResult:
     """HIPify ``files`` (relative to ``root``) with ``engine`` on a scratch copy.
 
-    Sources of ``CUDAExtension`` builds in any ``setup.py`` of the tree are skipped (PRT563): torch hipifies
-    them at build time on ROCm. ``force=True`` converts them anyway.
+    Sources of ``CUDAExtension`` builds in any ``setup.py`` of the tree, and sources other build code names
+    by file name (``cpp_extension.load``/``load_inline``, CMake, Makefiles: see :mod:`.build_refs`), are
+    skipped (PRT563): torch hipifies them at build time on ROCm, and renaming them breaks the build file
+    that names them. ``force=True`` converts them anyway.
     """
     root = Path(root)
     if engine not in ENGINES:
@@ -80,6 +92,9 @@ def run_hipify(root: Path, files: list[str], engine: str = "auto", scratch: Path
     if not force:
         for ext in exts:
             skip.update(ext.sources)
+        named, build_findings = build_references(root, [f for f in files if f not in skip])
+        skip.update(named)
+        setup_findings += build_findings
         skip.update(included_headers(root, sorted(skip)))  # the build hipifies their headers too
     wanted = [f for f in files if f not in skip]
     todo = included_headers(root, wanted)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from porter import languages
+from porter import proc as _proc
 from porter.findings import Finding
 from porter.patchset import FileChange
 
@@ -41,13 +42,13 @@ class Tool:
 
 
 def run_tool(argv: Sequence[str], *, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run an engine with an argument list (never through a shell)."""
-    return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+    """Run an engine with an argument list (never through a shell), outside the target (porter.proc)."""
+    return _proc.run_tool(argv, cwd=cwd, timeout=timeout)
 
 
 def find_tool(name: str, version_args: Sequence[str] = ("--version",)) -> Tool | None:
     """The executable ``name`` on PATH with its version string, or None."""
-    path = shutil.which(name)
+    path = _proc.which(name)
     if path is None:
         return None
     try:
@@ -63,7 +64,7 @@ def copy_sources(root: Path, dest: Path, files: Iterable[str]) -> list[str]:
     """Copy the C/C++/CUDA sources of ``root`` (plus ``files``) into ``dest``; return relpaths copied."""
     wanted = set(files)
     copied = []
-    for path in sorted(root.rglob("*")):
+    for path in sorted(root.rglob("*")):  # rglob does not descend into symlinked folders
         if not path.is_file() or path.is_symlink():
             continue
         rel = path.relative_to(root).as_posix()

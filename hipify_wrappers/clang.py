@@ -53,7 +53,7 @@ def run(root: Path, files: list[str], scratch: Path, tool: Tool, *, include_dirs
         if cuda_path:
             argv.append(f"--cuda-path={cuda_path}")
         argv += ["--", f"-I{src.parent}", *[f"-I{root / d}" for d in include_dirs]]
-        proc = run_tool(argv, timeout=timeout)
+        proc = run_tool(argv, cwd=scratch, timeout=timeout)
         result.findings.extend(parse_diagnostics(proc.stderr or "", str(src), rel))
         if proc.returncode != 0 or not dst.exists():
             if not any(f.code == "PRT565" and f.path == rel for f in result.findings):

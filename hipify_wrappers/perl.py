@@ -44,7 +44,7 @@ def run(root: Path, files: list[str], scratch: Path, tool: Tool, *, timeout: flo
         src.parent.mkdir(parents=True, exist_ok=True)
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(root / rel, src)
-        proc = run_tool([tool.path, f"-o={dst}", str(src)], timeout=timeout)
+        proc = run_tool([tool.path, f"-o={dst}", str(src)], cwd=scratch, timeout=timeout)
         result.findings.extend(parse_warnings((proc.stderr or "").replace(str(src), rel), rel))
         if proc.returncode != 0 or not dst.exists():
             tail = ((proc.stderr or "").strip().splitlines() or ["no output"])[-1]

@@ -7,7 +7,9 @@ porter must not convert them a second time.
 from __future__ import annotations
 
 import ast
+import fnmatch
 import glob
+import os
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,18 +79,85 @@ class _Resolver:
                         return None
                     parts += got
                 return [posixpath.join(*parts)]
-            if name == "glob" and node.args:
+            if name in ("glob", "iglob") and node.args:
                 pats = self.strings(node.args[0], depth + 1)
                 if pats is None:
                     return None
+                recursive = any(kw.arg == "recursive" and isinstance(kw.value, ast.Constant) and kw.value.value is True
+                                for kw in node.keywords)
                 out = []
+                base_rel = self.base.relative_to(self.root).as_posix() if self.base != self.root else ""
                 for p in pats:
-                    out += sorted(
-                        Path(g).relative_to(self.base).as_posix()
-                        for g in glob.glob(str(self.base / p), recursive=True)
-                    )
+                    got = glob_in_root(self.root, base_rel, p, recursive=recursive)
+                    if got is None:
+                        return None  # the pattern leaves the root: porter does not look there
+                    out += [posixpath.relpath(g, base_rel) if base_rel else g for g in got]
                 return out
         return None
+
+
+_MAX_GLOB_ENTRIES = 200_000
+
+
+def _match(pattern: list[str], parts: list[str], recursive: bool) -> bool:
+    if not pattern:
+        return not parts
+    head = pattern[0]
+    if head == "**" and recursive:
+        return any(_match(pattern[1:], parts[k:], recursive) for k in range(len(parts) + 1)
+                   if not any(p.startswith(".") for p in parts[:k]))
+    if not parts:
+        return False
+    if parts[0].startswith(".") and not head.startswith("."):
+        return False  # like glob: wildcards do not match hidden names
+    return fnmatch.fnmatchcase(parts[0], head) and _match(pattern[1:], parts[1:], recursive)
+
+
+def glob_in_root(root: Path, base_rel: str, pattern: str, *, recursive: bool = False) -> list[str] | None:
+    """Root-relative files matching a setup.py glob ``pattern`` (relative to ``base_rel``).
+
+    Unlike ``glob.glob``, this never looks outside ``root``: an absolute pattern, ``~`` or one whose
+    ``..`` climbs out of the root gives None; the walk follows no symlink and stops after a bounded
+    number of entries (None too). Only regular files match.
+    """
+    pattern = pattern.replace("\\", "/")
+    if not pattern or posixpath.isabs(pattern) or pattern.startswith("~"):
+        return None
+    full = posixpath.normpath(posixpath.join(base_rel, pattern))
+    if full == ".." or full.startswith("../") or posixpath.isabs(full):
+        return None
+    parts = [] if full == "." else full.split("/")
+    literal = 0
+    while literal < len(parts) and not glob.has_magic(parts[literal]):
+        literal += 1
+    root_real = os.path.realpath(root)
+    start = os.path.join(root_real, *parts[:literal])
+    start_real = os.path.realpath(start)
+    if start_real != root_real and not start_real.startswith(root_real + os.sep):
+        return None
+    if literal == len(parts):
+        ok = os.path.isfile(start) and not os.path.islink(start)
+        return [full] if ok else []
+    rest = parts[literal:]
+    prefix = "/".join(parts[:literal])
+    out: list[str] = []
+    seen = 0
+    for current, dirnames, filenames in os.walk(start, followlinks=False):
+        seen += len(dirnames) + len(filenames)
+        if seen > _MAX_GLOB_ENTRIES:
+            return None
+        dirnames[:] = sorted(d for d in dirnames if not os.path.islink(os.path.join(current, d)))
+        rel_dir = os.path.relpath(current, start).replace(os.sep, "/")
+        sub = [] if rel_dir == "." else rel_dir.split("/")
+        if len(sub) >= len(rest) - 1 and not ("**" in rest and recursive):
+            dirnames[:] = []
+        for name in sorted(filenames):
+            path = os.path.join(current, name)
+            if os.path.islink(path) or not os.path.isfile(path):
+                continue
+            if _match(rest, [*sub, name], recursive):
+                out.append("/".join([*([prefix] if prefix else []), *sub, name]))
+    return sorted(out)
 
 
 def scan_setup(root: Path, setup_rel: str = "setup.py") -> tuple[list[ExtensionSources], list[Finding]]:
@@ -123,7 +192,10 @@ def scan_setup(root: Path, setup_rel: str = "setup.py") -> tuple[list[ExtensionS
         ext = ExtensionSources(setup_rel, node.lineno, node.col_offset + 1, name, [], got is not None)
         if got is not None:
             for s in got:
-                rel = posixpath.normpath(posixpath.join(here, s.replace("\\", "/"))) if not posixpath.isabs(s) else s
+                s = s.replace("\\", "/")
+                rel = posixpath.normpath(posixpath.join(here, s))
+                if posixpath.isabs(s) or rel == ".." or rel.startswith("../"):
+                    continue  # outside the root: not a file porter would convert anyway
                 ext.sources.append(rel)
         exts.append(ext)
         if ext.resolved:

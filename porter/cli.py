@@ -66,7 +66,10 @@ class PorterGroup(click.Group):
 
 @click.group(cls=PorterGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="porter")
-def main() -> None:
+@click.option("--trust-git-dir", is_flag=True,
+              help="Follow a .git file or symlink (gitdir: ...) that points elsewhere, e.g. a linked worktree; "
+              "by default porter treats such a tree as not under git (also PORTER_TRUST_GIT_DIR=1).")
+def main(trust_git_dir: bool = False) -> None:
     """porter: port PyTorch code off NVIDIA lock-in (CUDA → ROCm, vendor-neutral).
 
     \b
@@ -76,6 +79,10 @@ def main() -> None:
     porter check FILES      fail when CUDA lock-in is present (pre-commit)
     porter rules / rule X   rule documentation
     """
+    if trust_git_dir:
+        from . import proc
+
+        proc.set_trust_git_dir(True)
 
 
 def common_options(func: Callable[..., Any]) -> Callable[..., Any]:

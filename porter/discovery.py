@@ -10,14 +10,12 @@ its target is visited on its own.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
 
-from . import languages
+from . import languages, proc
 from .config import Settings
 from .findings import Finding
 
@@ -65,35 +63,27 @@ def _symlink_problem(full: str, rel: str, root_real: str) -> Finding | None:
 
 
 def _git_files(directory: Path) -> list[str] | None:
-    """Files under ``directory`` per git (relative to it), or None when not in a work tree."""
-    git = shutil.which("git")
-    if git is None:
+    """Files under ``directory`` per git (relative to it), or None when not in a work tree.
+
+    git runs through :mod:`porter.proc`: the repository's own config cannot make it execute
+    anything, and a ``.git`` file pointing elsewhere is not followed without ``--trust-git-dir``.
+    """
+    location = proc.locate(directory)
+    if location.repo is None:
         return None
-    probe = directory
-    while True:
-        if (probe / ".git").exists():
-            break
-        if probe.parent == probe:
-            return None
-        probe = probe.parent
     try:
-        ignored = subprocess.run(
-            [git, "check-ignore", "-q", "."], cwd=directory, capture_output=True, timeout=60, check=False
-        )
+        ignored = proc.git(location.repo, ["check-ignore", "-q", "."], cwd=directory, check=False, timeout=60)
         if ignored.returncode == 0:
             return None  # the user pointed porter at a folder its enclosing repo ignores: walk it
-        proc = subprocess.run(
-            [git, "-c", "core.quotepath=off", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=directory,
-            capture_output=True,
-            timeout=120,
-            check=False,
+        listed = proc.git(
+            location.repo, ["ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=directory, check=False, timeout=120,
         )
-    except (OSError, subprocess.SubprocessError):
+    except proc.GitError:
         return None
-    if proc.returncode != 0:
+    if listed.returncode != 0:
         return None
-    names = proc.stdout.decode("utf-8", "surrogateescape").split("\0")
+    names = listed.stdout.decode("utf-8", "surrogateescape").split("\0")
     return sorted({n for n in names if n})
 
 
@@ -137,6 +127,7 @@ def discover(root: Path, paths: list[Path], settings: Settings, *, force_exclude
     """Every analysable file among ``paths`` (files or directories) under ``root``."""
     result = Discovery()
     root_real = os.path.realpath(root)
+    proc.register_untrusted_root(root_real)
     exclude = pathspec.GitIgnoreSpec.from_lines(list(settings.all_excludes))
     seen: set[str] = set()
 

@@ -9,9 +9,11 @@ temporary worktree so the current branch and work tree are never touched.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -20,7 +22,7 @@ from typing import Any
 
 import click
 
-from . import registry
+from . import proc, registry
 from .config import Settings
 from .findings import Finding
 from .patchset import FileChange, Patch, PatchSeries
@@ -59,35 +61,32 @@ class MigrationPlan:
         return not self.series.nonempty()
 
 
-def _git(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    git = shutil.which("git")
-    if git is None:
-        raise click.ClickException("git is not installed")
-    env = dict(os.environ)
-    env.setdefault("GIT_AUTHOR_NAME", "porter")
-    env.setdefault("GIT_AUTHOR_EMAIL", "porter@localhost")
-    env.setdefault("GIT_COMMITTER_NAME", "porter")
-    env.setdefault("GIT_COMMITTER_EMAIL", "porter@localhost")
-    return subprocess.run([git, *args], cwd=cwd, capture_output=True, text=True, check=check, env=env)
+def _repo(path: Path) -> proc.GitRepo | None:
+    return proc.locate(path).repo
 
 
 def is_git_worktree(path: Path) -> bool:
-    if shutil.which("git") is None:
-        return False
-    proc = _git(["rev-parse", "--show-toplevel"], path, check=False)
-    return proc.returncode == 0 and Path(proc.stdout.strip()).resolve() == path.resolve()
+    """``path`` is the top of a git work tree porter may use (see :func:`porter.proc.locate`)."""
+    repo = _repo(path)
+    return repo is not None and repo.work_tree == Path(os.path.realpath(path))
 
 
 def in_git_worktree(path: Path) -> bool:
-    if shutil.which("git") is None:
-        return False
-    return _git(["rev-parse", "--is-inside-work-tree"], path, check=False).stdout.strip() == "true"
+    return _repo(path) is not None
 
 
 def dirty_files(path: Path) -> list[str]:
     """Uncommitted changes under ``path`` (the whole work tree when it is the top)."""
-    proc = _git(["status", "--porcelain", "--untracked-files=normal", "--", "."], path, check=False)
-    return [line for line in proc.stdout.splitlines() if line.strip()]
+    repo = _repo(path)
+    if repo is None:
+        return []
+    try:
+        out = proc.git(repo, ["status", "--porcelain", "--untracked-files=normal", "--ignore-submodules=all",
+                              "--", "."], cwd=path, check=True)
+    except proc.GitError as exc:
+        raise click.ClickException(f"cannot tell whether {path} has uncommitted changes ({exc}); pass "
+                                   "--allow-dirty to migrate it anyway") from exc
+    return [line for line in out.stdout.decode("utf-8", "surrogateescape").splitlines() if line.strip()]
 
 
 def _materialize(result: RunResult, scratch: Path) -> None:
@@ -112,8 +111,11 @@ def _materialize(result: RunResult, scratch: Path) -> None:
 
 
 def _apply_changes(root: Path, changes: list[FileChange]) -> None:
+    root_real = os.path.realpath(root)
     for change in changes:
         target = root / change.path
+        if not os.path.realpath(target).startswith(root_real + os.sep):
+            continue  # never write outside the scratch copy, whatever an engine reported
         if change.after is None:
             if target.is_file() and not target.is_symlink():
                 target.unlink()
@@ -142,9 +144,10 @@ def _hipify(result: RunResult, scratch: Path, engine: str) -> tuple[Patch | None
     skipped = list(getattr(hip, "skipped", []) or [])
     note = ""
     if skipped:
-        note = (f"{len(skipped)} source(s) built by `CUDAExtension` were not converted: on a ROCm build of "
-                "torch, `CUDAExtension` hipifies them itself at build time, and converting them here too "
-                "would double-convert them (" + ", ".join(f"`{p}`" for p in skipped[:8])
+        note = (f"{len(skipped)} source(s) built by `CUDAExtension` or named by other build code "
+                "(`cpp_extension.load`, CMake, Makefiles) were not converted: on a ROCm build of torch the "
+                "extension build hipifies them itself, and converting or renaming them here would break or "
+                "double-convert that build (" + ", ".join(f"`{p}`" for p in skipped[:8])
                 + (", …" if len(skipped) > 8 else "") + ").")
     if not changes:
         return None, findings, label, note or f"HIPify ({label}) changed nothing."
@@ -236,7 +239,8 @@ def render_report(p: MigrationPlan) -> str:
               f"below. The repository fits the playbook goal *{fit.goal}* (typically {fit.typical_effort}).", ""]
     lines += [f"- {r}" for r in est.reasoning]
     lines.append("")
-    lines += ["## Patch series", "", "Apply in order (`git am` or `git apply` both accept these files):", ""]
+    lines += ["## Patch series", "", "Apply in order with `git apply`, or commit them with `git am --keep-cr` "
+              "(without `--keep-cr`, `git am` strips the CR of CRLF files and the patches do not apply):", ""]
     names = p.series.file_names()
     for fname, patch in zip(names, p.series.nonempty(), strict=True):
         lines.append(f"- `{fname}` — {patch.title} ({len(patch.changes)} file(s))")
@@ -278,44 +282,207 @@ def _blocking(f: Finding) -> bool:
 # -- writing ----------------------------------------------------------------------------------
 
 
+MANIFEST = ".porter-migration.json"
+_PATCH_NAME = re.compile(r"^[0-9]{4}-.*\.patch$")
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        if path.is_symlink() or not path.is_file():
+            return None
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _owned_files(out: Path) -> dict[str, str]:
+    """name -> sha256 of the files a previous run wrote into ``out`` (from its manifest)."""
+    path = out / MANIFEST
+    if path.is_symlink() or not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, dict):
+        return {}
+    return {k: v for k, v in files.items() if isinstance(k, str) and isinstance(v, str) and "/" not in k
+            and k not in ("", ".", "..", MANIFEST)}
+
+
 def write_outputs(p: MigrationPlan, out: Path) -> list[Path]:
+    """Write the series, INDEX.md and MIGRATION.md into ``out``.
+
+    porter replaces or removes only files it wrote there itself and that nobody edited since (a
+    manifest, ``.porter-migration.json``, records their hashes). A file it would overwrite, or a
+    ``NNNN-*.patch`` that would join the series in ``git am NNNN-*.patch``, that porter did not write
+    is never touched: the command fails and names it.
+    """
     from .textio import atomic_write
 
     if out.exists() and (out.is_symlink() or not out.is_dir()):
         raise click.UsageError(f"--out {out} must be a directory")
     out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob("[0-9][0-9][0-9][0-9]-*.patch"):
-        stale.unlink()
+    owned = _owned_files(out)
+    names = set(p.series.file_names()) | {"INDEX.md", "MIGRATION.md"}
+    conflicts, stale = [], []
+    for entry in sorted(os.listdir(out)):
+        if entry == MANIFEST:
+            continue
+        ours = entry in owned and _sha256(out / entry) == owned[entry]
+        if ours:
+            if entry not in names:
+                stale.append(entry)
+        elif entry in names or _PATCH_NAME.match(entry):
+            conflicts.append(entry)
+    if conflicts:
+        raise click.ClickException(
+            f"{out} holds {', '.join(conflicts)}, which porter did not write (or which were edited since): porter "
+            "never overwrites or deletes them; choose another --out or move them away")
+    for name in stale:
+        (out / name).unlink()
     written = p.series.write_dir(out, title=f"porter patch series for {p.root.name}")
     report = out / "MIGRATION.md"
     atomic_write(report, render_report(p).encode("utf-8"))
-    return [*written, report]
+    files = [*written, report]
+    manifest = {"generator": "porter migrate", "files": {f.name: _sha256(f) for f in sorted(files)}}
+    atomic_write(out / MANIFEST, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+    return files
+
+
+def _index_entries(repo: proc.GitRepo, index: Path) -> dict[str, tuple[str, str]]:
+    """path -> (mode, blob) of every stage-0 entry of ``index``."""
+    out = proc.git(repo, ["ls-files", "-s", "-z"], index_file=index).stdout
+    entries = {}
+    for item in out.split(b"\0"):
+        if not item:
+            continue
+        meta, _, path = item.partition(b"\t")
+        mode, sha, stage = meta.decode().split(" ")
+        if stage == "0":
+            entries[path.decode("utf-8", "surrogateescape")] = (mode, sha)
+    return entries
+
+
+def _hash(repo: proc.GitRepo, path: str, data: bytes, *, write: bool) -> str:
+    """The blob id ``data`` gets when committed at ``path``.
+
+    git's built-in conversions (``eol``, ``text``, ``ident``, ``working-tree-encoding``) apply as
+    ``git add`` would apply them; the repository's filter drivers are disabled (:mod:`porter.proc`).
+    """
+    args = ["hash-object", "--path", path, "--stdin"] + (["-w"] if write else [])
+    return proc.git(repo, args, input=data).stdout.decode().strip()
+
+
+def _stage_patch(repo: proc.GitRepo, index: Path, entries: dict[str, tuple[str, str]], patch: Patch) -> None:
+    lines = []
+    for change in sorted(patch.changes, key=lambda c: c.path):
+        path = change.path
+        parts = path.split("/")
+        if not path or path.startswith("/") or any(p in ("", ".", "..") or p.lower() == ".git" for p in parts):
+            raise proc.GitError(f"refusing to commit an unsafe path {path!r}")
+        entry = entries.get(path)
+        if change.before is not None:
+            if entry is None:
+                raise proc.GitError(f"`{path}` is not in HEAD; the branch cannot be built from it")
+            if entry[0] not in ("100644", "100755"):
+                raise proc.GitError(f"`{path}` is not a regular file in HEAD (mode {entry[0]})")
+            if _hash(repo, path, change.before, write=False) != entry[1]:
+                raise proc.GitError(
+                    f"`{path}` in the work tree does not match HEAD after git's own conversions (a filter "
+                    "driver, which porter never runs?); apply the patch series by hand instead")
+        elif entry is not None:
+            raise proc.GitError(f"`{path}` already exists in HEAD")
+        if change.after is None:
+            lines.append(f"0 {'0' * 40}\t{path}")
+            entries.pop(path, None)
+        else:
+            mode = entry[0] if entry is not None else f"{change.mode or 0o100644:o}"
+            sha = _hash(repo, path, change.after, write=True)
+            lines.append(f"{mode} {sha}\t{path}")
+            entries[path] = (mode, sha)
+    if lines:
+        data = "".join(line + "\0" for line in lines).encode("utf-8", "surrogateescape")
+        proc.git(repo, ["update-index", "-z", "--index-info"], input=data, index_file=index)
+
+
+def _stale_porter_worktree(repo: proc.GitRepo, path: Path) -> bool:
+    """``path`` is a worktree an older porter made: ``<tmp>/porter-branch-*/wt``, linked to this repository.
+
+    The registration lives in the repository's own metadata, which the target controls: only a folder
+    in the temp dir whose ``.git`` file points back into this repository's ``worktrees/`` qualifies, so
+    a forged entry cannot make porter delete a folder elsewhere.
+    """
+    tmp = os.path.realpath(tempfile.gettempdir())
+    if path.name != "wt" or not path.parent.name.startswith("porter-branch-"):
+        return False
+    if os.path.realpath(path.parent.parent) != tmp or path.is_symlink() or path.parent.is_symlink():
+        return False
+    try:
+        text = (path / ".git").read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return False
+    common = os.path.realpath(repo.git_dir / "worktrees")
+    target = os.path.realpath(text[len("gitdir:"):].strip()) if text.startswith("gitdir:") else ""
+    return os.path.dirname(target) == common
+
+
+def clean_stale_worktrees(repo: proc.GitRepo) -> list[str]:
+    """Remove worktrees an interrupted older porter registered under the temp dir; return their paths."""
+    listed = proc.git(repo, ["worktree", "list", "--porcelain"], check=False)
+    removed = []
+    for line in listed.stdout.decode("utf-8", "surrogateescape").splitlines():
+        if not line.startswith("worktree "):
+            continue
+        path = Path(line[len("worktree "):])
+        if _stale_porter_worktree(repo, path):
+            proc.git(repo, ["worktree", "remove", "--force", "--force", str(path)], check=False)
+            removed.append(str(path))
+    if removed:
+        proc.git(repo, ["worktree", "prune"], check=False)
+    return removed
 
 
 def commit_branch(p: MigrationPlan, branch: str) -> list[str]:
-    """One commit per patch on a new branch, made in a temporary worktree."""
-    root = p.root
-    if _git(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], root, check=False).returncode == 0:
+    """One commit per patch on a new branch, built without checking anything out.
+
+    The commits are made with plumbing on a temporary index (``hash-object``, ``update-index``,
+    ``write-tree``, ``commit-tree``): no worktree, no checkout, hence no smudge filter or checkout
+    hook, and nothing to clean up. The branch is created last, in one ``update-ref`` that fails if
+    it exists: an interrupted run (SIGINT, SIGKILL) leaves no branch, only unreachable objects that
+    ``git gc`` removes.
+    """
+    repo = _repo(p.root)
+    if repo is None:
+        raise click.ClickException(f"{p.root} is not a git work tree porter can use")
+    ref = f"refs/heads/{branch}"
+    try:
+        proc.git(repo, ["check-ref-format", ref])
+    except proc.GitError as exc:
+        raise click.ClickException(f"{branch!r} is not a valid branch name") from exc
+    if proc.git(repo, ["rev-parse", "--verify", "--quiet", ref], check=False).returncode == 0:
         raise click.ClickException(f"branch {branch!r} already exists")
-    commits = []
-    with tempfile.TemporaryDirectory(prefix="porter-branch-") as tmp:
-        wt = Path(tmp) / "wt"
-        _git(["worktree", "add", "-q", "-b", branch, str(wt), "HEAD"], root)
-        try:
-            patches = p.series.nonempty()
-            for number, patch in enumerate(patches, 1):
-                data = patch.render_mail(number, len(patches))
-                proc = subprocess.run(["git", "apply", "--index", "-"], cwd=wt, input=data, capture_output=True,
-                                      check=False)
-                if proc.returncode != 0:
-                    raise click.ClickException(f"patch {number} ({patch.name}) did not apply: "
-                                               f"{proc.stderr.decode(errors='replace').strip()}")
+    clean_stale_worktrees(repo)
+    commits: list[str] = []
+    try:
+        parent = proc.git(repo, ["rev-parse", "--verify", "HEAD^{commit}"]).stdout.decode().strip()
+        with tempfile.TemporaryDirectory(prefix="porter-index-") as tmp:
+            index = Path(tmp) / "index"
+            proc.git(repo, ["read-tree", parent], index_file=index)
+            entries = _index_entries(repo, index)
+            for patch in p.series.nonempty():
+                _stage_patch(repo, index, entries, patch)
+                tree = proc.git(repo, ["write-tree"], index_file=index).stdout.decode().strip()
                 msg = f"porter: {patch.name}: {patch.message()}"
-                _git(["commit", "-q", "--no-verify", "-m", msg], wt)
-                commits.append(_git(["rev-parse", "--short", "HEAD"], wt).stdout.strip())
-        finally:
-            _git(["worktree", "remove", "--force", str(wt)], root, check=False)
-    return commits
+                parent = proc.git(repo, ["commit-tree", "--no-gpg-sign", tree, "-p", parent, "-F", "-"],
+                                  input=msg.encode("utf-8")).stdout.decode().strip()
+                commits.append(parent)
+        if commits:
+            proc.git(repo, ["update-ref", "-m", "porter migrate", ref, parent, ""])
+    except proc.GitError as exc:
+        raise click.ClickException(f"the branch {branch!r} was not created: {exc}") from exc
+    return [c[:12] for c in commits]
 
 
 @click.command("migrate")
@@ -325,6 +492,9 @@ def commit_branch(p: MigrationPlan, branch: str) -> list[str]:
 @click.option("--dry-run", is_flag=True, help="Show the plan and the diffs; write nothing.")
 @click.option("--branch", default=None, help="Also commit the series on this new branch (clean git work tree only).")
 @click.option("--allow-dirty", is_flag=True, help="Migrate a work tree with uncommitted changes.")
+@click.option("--trust-git-dir", is_flag=True,
+              help="Use a .git file/symlink (gitdir: ...) that points elsewhere, e.g. a linked worktree; "
+              "by default porter ignores it.")
 @click.option("--unsafe-fixes/--no-unsafe-fixes", default=None, help="Include approximate (unsafe) fixes.")
 @click.option("--hipify", type=click.Choice(["auto", "torch", "perl", "clang", "none"]), default="auto",
               show_default=True, help="HIPify engine for the CUDA sources.")
@@ -334,7 +504,7 @@ def commit_branch(p: MigrationPlan, branch: str) -> list[str]:
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes.")
 @click.option("-q", "--quiet", is_flag=True)
 def migrate(repo: Path, out: Path | None, dry_run: bool, branch: str | None, allow_dirty: bool,
-            unsafe_fixes: bool | None, hipify: str, select: tuple[str, ...], ignore: tuple[str, ...],
+            trust_git_dir: bool, unsafe_fixes: bool | None, hipify: str, select: tuple[str, ...], ignore: tuple[str, ...],
             config: tuple[str, ...], jobs: int | None, quiet: bool) -> None:
     """Turn REPO into a reviewable patch series (one patch per family) plus a migration report."""
     import sys
@@ -345,6 +515,9 @@ def migrate(repo: Path, out: Path | None, dry_run: bool, branch: str | None, all
 
     console = Console(stderr=True, quiet=quiet, highlight=False)
     root = Path(os.path.abspath(repo))
+    proc.register_untrusted_root(root)
+    if trust_git_dir:
+        proc.set_trust_git_dir(True)
     git_tree = is_git_worktree(root)
     if (git_tree or in_git_worktree(root)) and not allow_dirty:
         dirty = dirty_files(root)
@@ -353,12 +526,16 @@ def migrate(repo: Path, out: Path | None, dry_run: bool, branch: str | None, all
                 f"{root} has uncommitted changes ({len(dirty)} path(s)); commit or stash them, or pass --allow-dirty"
             )
     if branch and not git_tree:
-        raise click.UsageError("--branch needs REPO to be the top of a git work tree")
+        refused = proc.locate(root).refused
+        raise click.UsageError("--branch needs REPO to be the top of a git work tree"
+                               + (f" ({refused})" if refused else ""))
     if branch:
         if dirty_files(root):
             raise click.ClickException("--branch needs a clean work tree: the branch starts from HEAD, "
                                        "so uncommitted changes would not be in it")
-        if _git(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], root, check=False).returncode == 0:
+        repo = _repo(root)
+        assert repo is not None
+        if proc.git(repo, ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], check=False).returncode == 0:
             raise click.ClickException(f"branch {branch!r} already exists")
     settings = _settings({"select": select, "ignore": ignore, "config": config}, root, unsafe_fixes)
     with console.status(f"porter: migrating {root.name}…", spinner="dots"):

@@ -57,7 +57,7 @@ class Patch:
         if self.review:
             parts += ["Needs a human: " + self.review.strip(), ""]
         if self.notes:
-            parts += ["Sites:"] + [f"- {n}" for n in self.notes[:200]]
+            parts += ["Sites:"] + [f"- {one_line(n)}" for n in self.notes[:200]]
             if len(self.notes) > 200:
                 parts.append(f"- … and {len(self.notes) - 200} more")
             parts.append("")
@@ -66,9 +66,9 @@ class Patch:
     def render_mail(self, number: int, total: int) -> bytes:
         """The patch in ``git format-patch`` shape: ``git am`` and ``git apply`` both take it."""
         message = self.message().split("\n", 1)
-        subject = f"[PATCH {number}/{total}] {self.name}: {message[0]}"
-        body = message[1].strip("\n") if len(message) > 1 else ""
-        stat = "".join(f" {c.path} ({c.kind})\n" for c in sorted(self.changes, key=lambda c: c.path))
+        subject = one_line(f"[PATCH {number}/{total}] {self.name}: {message[0]}")
+        body = _mail_body(message[1].strip("\n") if len(message) > 1 else "")
+        stat = "".join(f" {quote_path(c.path)} ({c.kind})\n" for c in sorted(self.changes, key=lambda c: c.path))
         head = (
             "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
             "From: porter <porter@localhost>\n"
@@ -83,6 +83,24 @@ class Patch:
 
 
 _SPECIAL = re.compile(r'[\x00-\x1f"\\\x7f]')
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# lines git mailsplit / mailinfo / apply would read as a new mail, the end of the message or a patch header
+_MAIL_SYNTAX = ("From ", ">From ", "---", "+++", "diff ", "Index:", "@@", "GIT binary patch", "rename ", "copy ",
+                "old mode", "new mode", "new file mode", "deleted file mode", "similarity index", "index ")
+
+
+def one_line(text: str) -> str:
+    """``text`` with control characters escaped: a file name from the target cannot start a new line."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}" if m.group(0) != "\t" else " ", text)
+
+
+def _mail_body(body: str) -> str:
+    """The message body with every line git would parse as mail or patch syntax indented by a space.
+
+    Paths and notes come from the target; even a line built from them must not end the message,
+    start a new mail or inject a diff that ``git am``/``git apply`` would apply.
+    """
+    return "\n".join(" " + line if line.startswith(_MAIL_SYNTAX) else line for line in body.split("\n"))
 
 
 def quote_path(path: str) -> str:
@@ -116,7 +134,17 @@ def _prefixed(prefix: str, path: str) -> str:
 
 
 def _lines(data: bytes) -> list[bytes]:
-    return data.splitlines(keepends=True)
+    """Lines as git sees them: only ``\n`` ends a line (a lone ``\r`` is an ordinary byte).
+
+    ``bytes.splitlines`` also splits at a lone ``\r``, which would put a "No newline at end of
+    file" marker in the middle of a file (CR-only files, a stray CR in a comment) and give a patch
+    ``git apply`` rejects.
+    """
+    parts = data.split(b"\n")
+    lines = [part + b"\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
 
 
 def _range(start: int, count: int) -> str:
@@ -210,19 +238,22 @@ class PatchSeries:
         names = self.file_names()
         lines += [f"git apply {n}" for n in names] or ["# nothing to apply"]
         lines += ["```", ""]
+        if names:
+            lines += ["or, to get one commit per patch (`--keep-cr` keeps the CR of CRLF files, which `git am` "
+                      "strips by default):", "", "```sh", "git am --keep-cr " + " ".join(names), "```", ""]
         for name, patch in zip(names, self.nonempty(), strict=True):
             lines += [f"## {name}: {patch.title}", ""]
             if patch.description:
                 lines += [patch.description.strip(), ""]
             lines += [f"Files: {len(patch.changes)}", ""]
-            lines += [f"- `{c.path}` ({c.kind})" for c in sorted(patch.changes, key=lambda c: c.path)]
+            lines += [f"- `{quote_path(c.path)}` ({c.kind})" for c in sorted(patch.changes, key=lambda c: c.path)]
             lines.append("")
             if patch.verified:
                 lines += [f"**Verified:** {patch.verified.strip()}", ""]
             if patch.review:
                 lines += [f"**Needs a human:** {patch.review.strip()}", ""]
             if patch.notes:
-                lines += ["Sites changed:", ""] + [f"- {n}" for n in patch.notes] + [""]
+                lines += ["Sites changed:", ""] + [f"- {one_line(n)}" for n in patch.notes] + [""]
         if self.manual:
             lines += ["## Remaining for manual review", ""] + [f"- {m}" for m in self.manual] + [""]
         return "\n".join(lines).rstrip() + "\n"

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from . import languages, registry
+from . import languages, proc, registry
 from .config import Settings
 from .discovery import Discovery, SourceRef, discover, is_within
 from .engine import FixOutcome, Stage, analyze, fix
@@ -424,7 +424,7 @@ def _run_batch(
                 progress(done, total, ref.relpath)
     else:
         chunk = max(1, min(64, len(todo) // (workers * 8) or 1))
-        with ProcessPoolExecutor(
+        with proc.isolated_python_children(), ProcessPoolExecutor(
             max_workers=workers, initializer=_init_worker, initargs=(str(root), settings, facts, mode),
             mp_context=_pool_context(),
         ) as pool:

@@ -163,7 +163,8 @@ def applied(migrated: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactor
 def test_writes_one_patch_per_family_index_and_report(migrated: tuple[Path, Path]) -> None:
     project, out = migrated
     assert [p.name for p in patches_in(out)] == EXPECTED_PATCHES
-    assert sorted(p.name for p in out.iterdir()) == sorted([*EXPECTED_PATCHES, "INDEX.md", "MIGRATION.md"])
+    assert sorted(p.name for p in out.iterdir()) == sorted([*EXPECTED_PATCHES, "INDEX.md", "MIGRATION.md",
+                                                            ".porter-migration.json"])
     total = len(EXPECTED_PATCHES)
     for number, patch in enumerate(patches_in(out), 1):
         text = patch.read_text(encoding="utf-8")

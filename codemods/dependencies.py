@@ -1081,7 +1081,7 @@ FAMILY = Family(
         "conda": check_conda,
     },
     description="Points PyTorch wheel indexes at the ROCm index of the configured ROCm version, drops `+cuXXX` "
-    "labels from torch pins, removes CUDA-only packages the code no longer imports, and adds torchao where a "
+    "labels from torch pins, removes CUDA-only packages the code no longer imports, adds torchao where an "
     "applied fix emits torchao, and raises pins that exclude what an applied fix needs (unsafe).",
     verified="Fixture tests (tests/fixtures/dependencies) and tests/test_dependencies.py: rewritten "
     "requirements parse with packaging, pyproject.toml still loads with tomllib, untouched lines stay "

@@ -360,7 +360,9 @@ def assess(req: Requirement, raw: str, ctx: FileContext) -> list[Action]:
             sites = ", ".join(need[1][:3]) + (" …" if len(need[1]) > 3 else "")
             actions.append(Action("PRT812", f"{dist}{req.specifier} excludes {dist}{need[0]}, which the fixes "
                                   f"applied at {sites} need: raised to {need[0]} (unsafe: other code may depend "
-                                  "on the old release)", UNSAFE, "replace", raised))
+                                  "on the old release, and other pins of this file may not fit the new one: "
+                                  "resolve the environment, e.g. pip install --dry-run -r, before relying on "
+                                  "it)", UNSAFE, "replace", raised))
             return actions
     reason = cuda_build_reason(req)
     if reason is not None:

@@ -74,7 +74,7 @@ RULES = (
          "stripped from a file with no PyTorch index at all, the ROCm index line is added above the "
          "first of them. The move is SAFE only when every exact torch/torchvision/torchaudio pin of the "
          "file is published on that ROCm index (porter carries PyTorch's torch-minor to ROCm-index "
-         "matrix for torch 2.0-2.9); otherwise the line is reported with the ROCm versions that carry "
+         "matrix for torch 2.0-2.10); otherwise the line is reported with the ROCm versions that carry "
          "the pin. Files in hash-checking mode keep their CUDA index while hashed `+cu` pins remain. "
          "Other CUDA-only indexes (pypi.nvidia.com, PyG/DGL CUDA wheel pages) are reported.",
          example="```\n--extra-index-url https://download.pytorch.org/whl/cu121\n# becomes\n"

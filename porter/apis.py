@@ -25,9 +25,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 # ``porter migrate`` ports against this torch unless told otherwise (--target-torch,
-# --config target-torch=...): torch 2.9 is published for ROCm 6.3 and 6.4; 6.4 is the newer.
-DEFAULT_TARGET_TORCH = "2.9"
-DEFAULT_TARGET_ROCM = "6.4"
+# --config target-torch=...): torch 2.10 (January 2026) is published for ROCm 7.0 and 7.1; 7.1 is
+# the newer. Newer torch releases are left out until their ROCm index is in the matrix.
+DEFAULT_TARGET_TORCH = "2.10"
+DEFAULT_TARGET_ROCM = "7.1"
 
 # qualified name (or ``name(keyword)``) -> requirements its use needs
 MIN_VERSIONS: Mapping[str, tuple[str, ...]] = {
@@ -45,7 +46,7 @@ MIN_VERSIONS: Mapping[str, tuple[str, ...]] = {
     "torch.nn.functional.rms_norm": ("torch>=2.4",),
     "torch.optim.AdamW(fused)": ("torch>=2.0",),
     "torch.optim.SGD(fused)": ("torch>=2.3",),
-    "torch.optim.Adagrad(fused)": ("torch>=2.5",),
+    "torch.optim.Adagrad(fused)": ("torch>=2.12",),  # the fused GPU kernel arrived in 2.12
     "torch.amp.GradScaler": ("torch>=2.3",),
     "torch.amp.custom_fwd": ("torch>=2.4",),
     "torch.amp.custom_bwd": ("torch>=2.4",),

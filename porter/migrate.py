@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from . import registry
+from .apis import DEFAULT_TARGET_ROCM, DEFAULT_TARGET_TORCH
 from .config import Settings
 from .findings import Finding
 from .patchset import FileChange, Patch, PatchSeries
@@ -53,8 +54,6 @@ def migration_target(settings: Settings, option: str | None) -> tuple[Settings, 
     from dataclasses import replace
 
     from packaging.version import InvalidVersion, Version
-
-    from .apis import DEFAULT_TARGET_TORCH
 
     if option:
         try:
@@ -379,8 +378,9 @@ def commit_branch(p: MigrationPlan, branch: str) -> list[str]:
 @click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
 @click.option("--config", "config", multiple=True, help="Config file or KEY=VALUE override.")
 @click.option("--target-torch", default=None, metavar="VERSION",
-              help="The torch release the migrated code targets (default: porter's migration target, "
-              "torch 2.9 with ROCm 6.4 wheels; overrides the config's target-torch).")
+              help=f"The torch release the migrated code targets (default: porter's migration target, "
+              f"torch {DEFAULT_TARGET_TORCH} with ROCm {DEFAULT_TARGET_ROCM} wheels; overrides the config's "
+              "target-torch).")
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes.")
 @click.option("-q", "--quiet", is_flag=True)
 def migrate(repo: Path, out: Path | None, dry_run: bool, branch: str | None, allow_dirty: bool,

@@ -301,7 +301,10 @@ def check(before: str, after: str, g: GateContext, *, requires: Sequence[str] = 
         if root in old_roots:
             continue
         if not _provided(root, g, created):
-            return Verdict(False, f"the fix imports `{mod}`, which {_where(g)} does not provide")
+            why = ""
+            if root == "torchao" and g.torchao_addable:
+                why = " (porter adds torchao only next to a torch requirement, and this manifest names no torch)"
+            return Verdict(False, f"the fix imports `{mod}`, which {_where(g)} does not provide{why}")
     needed = requirements_for(a.symbols - b.symbols, extra=requires)
     needs: dict[str, str] = {}
     for dist, (req, why) in sorted(needed.items()):

@@ -82,6 +82,16 @@ MIN_VERSIONS: Mapping[str, tuple[str, ...]] = {
     "diffusers.models.attention_processor.AttnProcessor2_0": ("diffusers>=0.14", "torch>=2.0"),
 }
 
+# String settings whose *values* need a release, however they are written (keyword, item, attribute,
+# dict literal): the setting's names -> the key used in MIN_VERSIONS ("attn_implementation=sdpa").
+SETTING_KEYS: Mapping[str, str] = {
+    "attn_implementation": "attn_implementation", "_attn_implementation": "attn_implementation",
+}
+SETTING_VERSIONS: Mapping[str, tuple[str, ...]] = {
+    "attn_implementation=sdpa": ("transformers>=4.36",),
+    "attn_implementation=flex_attention": ("transformers>=4.48",),
+}
+
 # A distribution whose releases need a minimum torch (torchao builds track torch releases).
 DIST_NEEDS: Mapping[str, tuple[str, ...]] = {
     "torchao": ("torch>=2.5",),
@@ -117,6 +127,8 @@ def dists_for_module(module: str) -> tuple[str, ...]:
 
 def _lookup(key: str) -> tuple[str, ...]:
     """Requirements of the longest catalogue key covering ``key``."""
+    if "=" in key:
+        return SETTING_VERSIONS.get(key, ())
     name, paren, kw = key.partition("(")
     if paren:
         return MIN_VERSIONS.get(key, ())
@@ -204,6 +216,8 @@ __all__ = [
     "DEFAULT_TARGET_TORCH",
     "DIST_NEEDS",
     "MIN_VERSIONS",
+    "SETTING_KEYS",
+    "SETTING_VERSIONS",
     "dists_for_module",
     "minimum",
     "pin_admits",

@@ -30,7 +30,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .apis import dists_for_module, minimum, pin_admits, requirements_for
+from .apis import SETTING_KEYS, dists_for_module, minimum, pin_admits, requirements_for
 
 _BUILTINS = frozenset(dir(builtins)) | {
     "__file__", "__name__", "__doc__", "__spec__", "__loader__", "__package__", "__builtins__",
@@ -253,8 +253,30 @@ def read_module(text: str) -> ModuleFacts | None:
             q = qual(node.func)
             if q:
                 symbols.update(f"{q}({k.arg})" for k in node.keywords if k.arg)
+        symbols.update(_setting_values(node))
     return ModuleFacts(unresolved_names(tree), frozenset(imports), {k: frozenset(v) for k, v in live.items()},
                        frozenset(symbols), frozenset(used))
+
+
+def _setting_values(node: ast.AST) -> Iterable[str]:
+    """``key=value`` for string settings whose values need a release (``attn_implementation='sdpa'``),
+    however they are written: a keyword, ``d['key'] = v``, ``obj.key = v`` or a dict literal."""
+    pairs: list[tuple[str, ast.AST]] = []
+    if isinstance(node, ast.Call):
+        pairs += [(k.arg, k.value) for k in node.keywords if k.arg]
+    elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for t in targets:
+            if isinstance(t, ast.Attribute):
+                pairs.append((t.attr, node.value))
+            elif isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str):
+                pairs.append((t.slice.value, node.value))
+    elif isinstance(node, ast.Dict):
+        pairs += [(k.value, v) for k, v in zip(node.keys, node.values, strict=False)
+                  if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+    for key, value in pairs:
+        if key in SETTING_KEYS and isinstance(value, ast.Constant) and isinstance(value.value, str):
+            yield f"{SETTING_KEYS[key]}={value.value}"
 
 
 # -- the check -------------------------------------------------------------------------------

@@ -256,3 +256,15 @@ def test_migration_target_is_on_a_known_rocm_index() -> None:
 def test_repo_without_manifests_keeps_repo_wide_pins() -> None:
     facts = RepoFacts(pins={"torch": "==2.1"})
     assert facts.for_path("a/b.py") is facts
+
+
+def test_string_settings_need_their_release() -> None:
+    """`attn_implementation="sdpa"` needs transformers 4.36, in every spelling of the setting."""
+    for shape in ('m = AutoModel.from_pretrained(p, attn_implementation="{}")\n',
+                  'kwargs["attn_implementation"] = "{}"\n', 'config._attn_implementation = "{}"\n',
+                  'kw = {{"attn_implementation": "{}"}}\n'):
+        before = "from transformers import AutoModel\n" + shape.format("flash_attention_2")
+        after = "from transformers import AutoModel\n" + shape.format("sdpa")
+        v = check(before, after, _g(pins={"torch": "==2.1.2", "transformers": "==4.34.0"}))
+        assert not v.ok and "transformers>=4.36" in v.reason and "transformers==4.34.0" in v.reason, shape
+        assert check(before, after, _g(pins={"torch": "==2.1.2", "transformers": "==4.37.2"})).ok, shape

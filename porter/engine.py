@@ -300,10 +300,15 @@ _PARSE_ERRORS = (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError)
 
 
 def _gate(before: str, after: str, batch: Sequence[Finding], gctx: Any) -> Any:
-    from .gate import check
+    from .gate import Verdict, check
 
     created = [p for f in batch for p, _ in f.new_files]
-    return check(before, after, gctx, requires=[r for f in batch for r in f.requires], created=created)
+    try:
+        return check(before, after, gctx, requires=[r for f in batch for r in f.requires], created=created)
+    except RecursionError:
+        return Verdict(False, "the fixed module is nested too deeply to check")
+    except Exception as exc:  # noqa: BLE001 - a fix porter cannot check is not applied
+        return Verdict(False, f"the semantic gate could not check the fix ({type(exc).__name__})")
 
 
 def _site(f: Finding) -> str:

@@ -268,3 +268,17 @@ def test_string_settings_need_their_release() -> None:
         v = check(before, after, _g(pins={"torch": "==2.1.2", "transformers": "==4.34.0"}))
         assert not v.ok and "transformers>=4.36" in v.reason and "transformers==4.34.0" in v.reason, shape
         assert check(before, after, _g(pins={"torch": "==2.1.2", "transformers": "==4.37.2"})).ok, shape
+
+
+def test_a_gate_failure_withholds_instead_of_crashing(tmp_path: Path, with_test_family: None,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import porter.gate
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise KeyError("boom")
+
+    monkeypatch.setattr(porter.gate, "check", broken)
+    root = _repo(tmp_path, {"m.py": "import torch\n\n\ndef f(x):\n    return legacy_op('ok')\n"})
+    fr = _by_path(run(root, [root], _settings(), "fix"), "m.py")
+    assert not fr.changed
+    assert "could not check the fix (KeyError)" in _withheld(fr)["legacy_op ok"]

@@ -1082,9 +1082,10 @@ FAMILY = Family(
         "setup-cfg": check_setup_cfg,
         "conda": check_conda,
     },
-    description="Points PyTorch wheel indexes at the ROCm index of the configured ROCm version, drops `+cuXXX` "
-    "labels from torch pins, removes CUDA-only packages the code no longer imports, adds torchao where an "
-    "applied fix emits torchao, and raises pins that exclude what an applied fix needs (unsafe).",
+    description="Dependency manifests follow the code: this patch may point PyTorch wheel indexes at the ROCm "
+    "index, drop `+cuXXX` labels, raise torch to the target torch, remove CUDA-only packages that no Python file "
+    "imports any more, add torchao where an applied fix imports it, and (unsafe) raise a pin an applied fix "
+    "needs. The sites below list which of these this patch makes, and why.",
     verified="Fixture tests (tests/fixtures/dependencies) and tests/test_dependencies.py: rewritten "
     "requirements parse with packaging, pyproject.toml still loads with tomllib, untouched lines stay "
     "byte-identical, and drops depend on the import facts of the run.",

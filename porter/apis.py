@@ -92,9 +92,12 @@ SETTING_VERSIONS: Mapping[str, tuple[str, ...]] = {
     "attn_implementation=flex_attention": ("transformers>=4.48",),
 }
 
-# A distribution whose releases need a minimum torch (torchao builds track torch releases).
+# What a distribution's releases need themselves, keyed by "dist" or "dist>=X" (from release X on):
+# torchao builds track torch releases; transformers pins its tokenizers and hub client tightly, so
+# raising transformers past a pinned tokenizers would leave an environment pip cannot resolve.
 DIST_NEEDS: Mapping[str, tuple[str, ...]] = {
     "torchao": ("torch>=2.5",),
+    "transformers>=4.51": ("tokenizers>=0.21", "huggingface-hub>=0.30"),
 }
 
 # import name -> distribution, where they differ (the rest: the dist with "-" as "_")
@@ -164,9 +167,24 @@ def requirements_for(symbols: Iterable[str], extra: Iterable[str] = ()) -> dict[
             add(text, sym)
     for text in extra:
         add(text, "the fix")
-    for dist in list(out):
-        for text in DIST_NEEDS.get(dist, ()):
-            add(text, f"{dist} (its releases with the APIs porter emits are built for {text})")
+    done: set[str] = set()
+    changed = True
+    while changed:  # transitively: a need can bring needs of its own
+        changed = False
+        for key, texts in DIST_NEEDS.items():
+            trigger = Requirement(key)
+            dist = canonicalize_name(trigger.name)
+            have = out.get(dist)
+            if have is None or key in done:
+                continue
+            floor, need = minimum(trigger), minimum(have[0])
+            if floor is not None and (need is None or need < floor):
+                continue
+            done.add(key)
+            changed = True
+            for text in texts:
+                add(text, f"{have[0]} (whose releases need {text})" if floor is not None else
+                    f"{dist} (its releases with the APIs porter emits are built for {text})")
     return out
 
 

@@ -415,9 +415,7 @@ def fix(
         stages.append(Stage(fam, wrap, text, new, batch))
         fixed.extend(batch)
         for dist, spec in step_needs.items():
-            sites = tuple(_site(f) for f in batch)
-            old = needs.get(dist)
-            needs[dist] = (spec, sites) if old is None else (max(old[0], spec, key=_floor), old[1] + sites)
+            merge_need(needs, dist, spec, tuple(_site(f) for f in batch))
         new_files.update(created)
         by_family.setdefault(fam if wrap == 0 else f"{fam}-{wrap + 1}", {}).update(created)
         text = new
@@ -434,6 +432,16 @@ def fix(
             stages.append(Stage(ANNOTATE, wrap, text, annotated, []))
             text = annotated
     return FixOutcome(text, stages, fixed, remaining, new_files, by_family, needs)
+
+
+def merge_need(needs: dict[str, tuple[str, tuple[str, ...]]], dist: str, spec: str,
+               sites: tuple[str, ...]) -> None:
+    """Keep the strictest ``>=X`` per distribution, with the sites that need exactly that."""
+    old = needs.get(dist)
+    if old is None or _floor(spec) > _floor(old[0]):
+        needs[dist] = (spec, sites)
+    elif _floor(spec) == _floor(old[0]):
+        needs[dist] = (old[0], old[1] + tuple(s for s in sites if s not in old[1]))
 
 
 def _floor(spec: str) -> Any:

@@ -554,14 +554,12 @@ def phase2_facts(facts: RepoFacts, results: Sequence[FileResult], folder: str) -
     """
     below = [fr for fr in results if _under(fr.relpath, folder)]
     own = [fr for fr in below if not facts.scopes or facts.scope_of(fr.relpath) == folder]
+    from .engine import merge_need
+
     needs: dict[str, tuple[str, tuple[str, ...]]] = {}
     for fr in own:
         for dist, (spec, sites) in fr.needs.items():
-            old = needs.get(dist)
-            if old is None:
-                needs[dist] = (spec, sites)
-            else:
-                needs[dist] = (_stricter(old[0], spec), old[1] + sites)
+            merge_need(needs, dist, spec, sites)
     return replace(
         facts,
         imports=frozenset(m for fr in below for m in fr.imports),
@@ -569,15 +567,6 @@ def phase2_facts(facts: RepoFacts, results: Sequence[FileResult], folder: str) -
         extra={**facts.extra, "remaining": frozenset(f.code for fr in below for f in fr.findings),
                "needs": needs},
     )
-
-
-def _stricter(a: str, b: str) -> str:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return a if Version(a.lstrip(">=")) >= Version(b.lstrip(">=")) else b
-    except InvalidVersion:
-        return a
 
 
 class WriteError(Exception):

@@ -179,7 +179,7 @@ def test_unsafe_raises_the_sub_project_pin_in_the_same_series(tmp_path: Path) ->
     --unsafe-fixes the fix goes in and the sub-project's pin is raised (PRT812), torchao added."""
     root = _repo(tmp_path, {
         "requirements.txt": "torch==2.6.0\ntransformers>=4.51\n",
-        "sub/requirements.txt": "torch==2.6.0\ntransformers==4.37.2\n",
+        "sub/requirements.txt": "torch==2.6.0\ntransformers==4.37.2\ntokenizers==0.15.1\n",
         "sub/q.py": BNB_CFG,
         "old/requirements.txt": "torch==2.1.1\ntransformers>=4.51\n",
         "old/q.py": BNB_CFG,
@@ -189,7 +189,9 @@ def test_unsafe_raises_the_sub_project_pin_in_the_same_series(tmp_path: Path) ->
     sub = _by_path(result, "sub/q.py")
     assert "TorchAoConfig(quant_type=Int8WeightOnlyConfig())" in (sub.final_text or "")
     sub_reqs = _by_path(result, "sub/requirements.txt").final_text or ""
-    assert sub_reqs == "torch==2.6.0\ntorchao>=0.11\ntransformers>=4.51\n"
+    # transformers 4.51 needs tokenizers 0.21: the pinned tokenizers is raised with it, or pip could
+    # not resolve the file
+    assert sub_reqs == "torch==2.6.0\ntorchao>=0.11\ntransformers>=4.51\ntokenizers>=0.21\n"
     # torch 2.1.1 cannot install a torchao with these APIs: withheld even with --unsafe-fixes
     old = _by_path(result, "old/q.py")
     assert not old.changed
@@ -282,3 +284,14 @@ def test_a_gate_failure_withholds_instead_of_crashing(tmp_path: Path, with_test_
     fr = _by_path(run(root, [root], _settings(), "fix"), "m.py")
     assert not fr.changed
     assert "could not check the fix (KeyError)" in _withheld(fr)["legacy_op ok"]
+
+
+def test_needs_keep_the_strictest_floor_with_its_own_sites() -> None:
+    from porter.engine import merge_need
+
+    needs: dict[str, tuple[str, tuple[str, ...]]] = {}
+    merge_need(needs, "transformers", ">=4.36", ("`a.py:1` PRT030",))
+    merge_need(needs, "transformers", ">=4.51", ("`b.py:2` PRT421",))
+    merge_need(needs, "transformers", ">=4.30", ("`c.py:3` PRT420",))
+    merge_need(needs, "transformers", ">=4.51", ("`d.py:4` PRT421", "`b.py:2` PRT421"))
+    assert needs == {"transformers": (">=4.51", ("`b.py:2` PRT421", "`d.py:4` PRT421"))}

@@ -285,7 +285,7 @@ def _setting_values(node: ast.AST) -> Iterable[str]:
 def _provided(root: str, g: GateContext, created: Iterable[str]) -> bool:
     if root in _STDLIB or root in _ALWAYS or root in g.local_modules:
         return True
-    if any(p.split("/")[0] == root or p.split("/")[0].removesuffix(".py") == root for p in created):
+    if any(root in (part.removesuffix(".py") for part in p.split("/")) for p in created):
         return True
     if not g.has_manifest:
         return True  # no manifest to disagree with

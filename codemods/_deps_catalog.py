@@ -40,6 +40,7 @@ TORCH_ROCM_INDEXES: dict[tuple[int, int], tuple[str, ...]] = {
     (2, 7): ("6.2.4", "6.3"),
     (2, 8): ("6.3", "6.4"),
     (2, 9): ("6.3", "6.4"),
+    (2, 10): ("7.0", "7.1"),
 }
 
 
@@ -70,6 +71,28 @@ def rocm_index_problem(pins: list[tuple[str, str]], rocm: str) -> str | None:
             return (f"{dist}=={version} is not published on the rocm{rocm} index (it is on "
                     f"{', '.join('rocm' + k for k in known)}): set [tool.porter.dependencies] rocm-version "
                     "or raise the pin")
+    return None
+
+
+def rocm_for_torch(target: str) -> str | None:
+    """The newest ROCm index that carries torch ``target`` (None when porter does not know)."""
+    if not target:
+        return None
+    known = TORCH_ROCM_INDEXES.get(torch_minor("torch", target) or (0, 0))
+    return known[-1] if known else None
+
+
+def companion_version(dist: str, torch_version: str) -> str | None:
+    """The torchvision/torchaudio release that goes with torch ``torch_version`` (minor level)."""
+    minor = torch_minor("torch", torch_version)
+    if minor is None:
+        return None
+    if dist == "torch":
+        return torch_version
+    if dist == "torchvision":
+        return f"0.{minor[1] + 15}"
+    if dist == "torchaudio":
+        return f"2.{minor[1]}"
     return None
 
 

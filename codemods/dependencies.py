@@ -9,8 +9,10 @@ and which rewrites were applied (``ctx.facts.applied``):
 - a CUDA-only package (flash-attn, xformers, apex, bitsandbytes, Transformer Engine,
   DALI, pynvml) is dropped only when no Python file imports it any more; otherwise it is
   reported with the reason and the portable route;
-- ``torchao`` is added only when a torchao rewrite was applied (PRT4xx/PRT6xx) or the
-  code imports torchao, and only next to an existing ``torch`` requirement.
+- ``torchao`` is added only when a fix applied in this run and sub-project emits torchao
+  (``ctx.facts.extra["needs"]``, recorded by the semantic gate), and only next to an existing
+  ``torch`` requirement; a pin that excludes the release an applied fix needs is raised
+  (PRT812, unsafe).
 
 Every edit is an exact-offset text edit: untouched lines, comments and formatting stay
 byte-identical. Requirement text is parsed with :mod:`packaging`.
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from porter.findings import Applicability, Category, Edit, Finding, Severity
 from porter.framework import Family, FileContext, PyContext, PyVisitor, rule
@@ -40,9 +43,11 @@ from ._deps_catalog import (
     DEFAULT_TORCHAO,
     ROCM_VERSION_RE,
     TORCH_DISTS,
+    companion_version,
     cuda_build_reason,
     cuda_only_for,
     import_roots,
+    rocm_for_torch,
     rocm_index,
     rocm_index_problem,
 )
@@ -69,7 +74,7 @@ RULES = (
          "stripped from a file with no PyTorch index at all, the ROCm index line is added above the "
          "first of them. The move is SAFE only when every exact torch/torchvision/torchaudio pin of the "
          "file is published on that ROCm index (porter carries PyTorch's torch-minor to ROCm-index "
-         "matrix for torch 2.0-2.9); otherwise the line is reported with the ROCm versions that carry "
+         "matrix for torch 2.0-2.10); otherwise the line is reported with the ROCm versions that carry "
          "the pin. Files in hash-checking mode keep their CUDA index while hashed `+cu` pins remain. "
          "Other CUDA-only indexes (pypi.nvidia.com, PyG/DGL CUDA wheel pages) are reported.",
          example="```\n--extra-index-url https://download.pytorch.org/whl/cu121\n# becomes\n"
@@ -106,12 +111,15 @@ RULES = (
          "requirement and keeps its specifier; otherwise it reports it: build CuPy from source with "
          "`CUPY_INSTALL_USE_HIP=1`."),
     rule("PRT805", "torchao-added", NAME,
-         "A torchao rewrite was applied: torchao is added next to torch.",
+         "A fix applied in this run imports torchao: torchao is added next to torch.",
          Category.SHIM, severity=Severity.INFO, fix=SAFE, effort_hours=0.1,
-         explanation="Added only when this run applied a quantization or FP8 rewrite (PRT4xx, PRT6xx) "
-         "or the code imports torchao, the file requires torch and does not already require torchao. "
-         "The requirement text is `[tool.porter.dependencies] torchao-requirement` (default "
-         f"`{DEFAULT_TORCHAO}`); torchao releases track torch releases, so check the pair."),
+         explanation="Added only when a fix this run applied, in a file this manifest is the nearest "
+         "manifest of, emits a torchao API (the semantic gate records what each accepted fix needs, from "
+         "`porter/apis.py`), the file requires torch and does not already require torchao. Code that "
+         "imported torchao before porter ran is the repository's own business and adds nothing. The "
+         "requirement text is `[tool.porter.dependencies] torchao-requirement` (default "
+         f"`{DEFAULT_TORCHAO}`, or the newer release an emitted API needs); torchao releases track torch "
+         "releases, and the gate withholds torchao fixes under a torch pin older than 2.5."),
     rule("PRT806", "cuda-url-requirement", NAME,
          "A direct-URL requirement points to a wheel built for CUDA.",
          Category.REPLACE, severity=Severity.WARNING, effort_hours=0.5,
@@ -149,7 +157,16 @@ RULES = (
          explanation="`[tool.porter] target-torch` says which torch the ported code runs on (SDPA's "
          "`enable_gqa`, `torch.nn.RMSNorm` and the lower-right causal mask need 2.5). A requirement that "
          "excludes it would install a torch the rewritten code fails on, so porter raises it to "
-         "`torch>=<target>` (the `+cuXXX` label, if any, is dropped in the same edit)."),
+         "`torch>=<target>` (the `+cuXXX` label, if any, is dropped in the same edit); torchvision and "
+         "torchaudio pins are raised to the releases that go with it."),
+    rule("PRT812", "requirement-raised-for-fix", NAME,
+         "A pin excludes the release an applied fix needs (transformers for `TorchAoConfig`...): raised.",
+         Category.SHIM, severity=Severity.WARNING, fix=UNSAFE, effort_hours=0.25,
+         explanation="Every API porter emits has a first release (`porter/apis.py`). A fix whose API the "
+         "nearest manifest's pin excludes is withheld in safe mode; with `--unsafe-fixes` it is applied and "
+         "this rule raises the pin of that sub-project's manifest to `>=<first release>` in the same series. "
+         "Unsafe: the rest of the code may rely on the old release. torch is never raised this way; set "
+         "`target-torch`."),
 )
 
 
@@ -157,22 +174,46 @@ RULES = (
 
 
 def _rocm_version(ctx: FileContext) -> str:
-    value = str(ctx.settings.option(NAME, "rocm-version", DEFAULT_ROCM_VERSION))
-    return value if ROCM_VERSION_RE.match(value) else DEFAULT_ROCM_VERSION
+    """The configured ROCm version; unset, the newest ROCm index that carries target-torch (when
+    porter knows it), else the default."""
+    default = rocm_for_torch(getattr(ctx.settings, "target_torch", "")) or DEFAULT_ROCM_VERSION
+    value = str(ctx.settings.option(NAME, "rocm-version", default))
+    return value if ROCM_VERSION_RE.match(value) else default
 
 
 def _torchao_req(ctx: FileContext) -> str:
-    value = str(ctx.settings.option(NAME, "torchao-requirement", DEFAULT_TORCHAO))
+    default = DEFAULT_TORCHAO
+    need = _needs(ctx).get("torchao", ("", ()))[0]
+    if need.startswith(">="):
+        try:
+            if Version(need[2:]) > Version(DEFAULT_TORCHAO.split(">=", 1)[1]):
+                default = f"torchao{need}"
+        except InvalidVersion:
+            pass
+    value = str(ctx.settings.option(NAME, "torchao-requirement", default))
     try:
         Requirement(value)
     except InvalidRequirement:
-        return DEFAULT_TORCHAO
+        return default
     return value
 
 
+def _needs(ctx: FileContext) -> Mapping[str, tuple[str, tuple[str, ...]]]:
+    """dist -> (">=X", sites): what the fixes applied in this manifest's sub-project need."""
+    extra = ctx.facts.extra if isinstance(ctx.facts.extra, Mapping) else {}
+    needs = extra.get("needs", {})
+    return needs if isinstance(needs, Mapping) else {}
+
+
 def _needs_torchao(ctx: FileContext) -> bool:
-    facts = ctx.facts
-    return "torchao" in facts.imports or any(c.startswith(("PRT4", "PRT6")) for c in facts.applied)
+    """Only when a fix applied in this run and sub-project emits torchao (porter.apis says which)."""
+    return "torchao" in _needs(ctx)
+
+
+def _torchao_because(ctx: FileContext) -> str:
+    sites = _needs(ctx).get("torchao", ("", ()))[1]
+    shown = ", ".join(sites[:3]) + (f" and {len(sites) - 3} more" if len(sites) > 3 else "")
+    return f"the fixes applied at {shown} import torchao" if shown else "the applied fixes import torchao"
 
 
 def rocm_url(url: str, version: str) -> str | None:
@@ -193,6 +234,21 @@ def exact_torch_pins(reqs: list[Requirement]) -> list[tuple[str, str]]:
         for spec in req.specifier:
             if spec.operator in ("==", "===") and "*" not in spec.version:
                 out.append((dist, spec.version.split("+", 1)[0]))
+    return out
+
+
+def _after_target(reqs: list[Requirement], ctx: FileContext) -> list[Requirement]:
+    """The requirements as they stand after this file's raises to target-torch (those go)."""
+    target = getattr(ctx.settings, "target_torch", "")
+    if not target:
+        return reqs
+    out = []
+    for req in reqs:
+        dist = canonicalize_name(req.name)
+        goal = companion_version(dist, target) if dist in TORCH_DISTS else None
+        if goal and not req.url and str(req.specifier) and not _admits(req, goal):
+            continue
+        out.append(req)
     return out
 
 
@@ -274,10 +330,11 @@ def assess(req: Requirement, raw: str, ctx: FileContext) -> list[Action]:
     if local:
         if dist in TORCH_DISTS and all(CUDA_LOCAL.search(s.version) for s in local):
             new = CUDA_LOCAL.sub("", raw)
-            raised = _raise_to_target(new, dist, target) if dist == "torch" else None
+            goal = companion_version(dist, target) if target else None
+            raised = _raise_to_target(new, dist, goal) if goal else None
             if raised is not None:
                 actions.append(Action("PRT801", f"{dist}{local[0]} pins a CUDA build below target-torch {target}: "
-                                      f"the label is dropped and the pin raised to >={target}", SAFE, "replace",
+                                      f"the label is dropped and the pin raised to >={goal}", SAFE, "replace",
                                       raised, data={"stripped": True}))
             elif _parses_as(new, dist):
                 actions.append(Action("PRT801", f"{dist}{local[0]} pins a CUDA build; the label is dropped so the "
@@ -289,11 +346,23 @@ def assess(req: Requirement, raw: str, ctx: FileContext) -> list[Action]:
             actions.append(Action("PRT801", f"{dist}{local[0]} pins a CUDA build of {dist}; its ROCm build (if "
                                   "any) is published elsewhere"))
         return actions
-    if dist == "torch" and target:
-        raised = _raise_to_target(raw, dist, target)
+    if dist in TORCH_DISTS and target:
+        goal = companion_version(dist, target)
+        raised = _raise_to_target(raw, dist, goal) if goal else None
         if raised is not None:
-            actions.append(Action("PRT811", f"torch{req.specifier} excludes target-torch {target}: raised to "
-                                  f">={target}", SAFE, "replace", raised))
+            actions.append(Action("PRT811", f"{dist}{req.specifier} excludes target-torch {target}: raised to "
+                                  f">={goal}", SAFE, "replace", raised))
+            return actions
+    need = _needs(ctx).get(dist)
+    if need is not None and dist not in TORCH_DISTS and need[0].startswith(">="):
+        raised = _raise_to_target(raw, dist, need[0][2:])
+        if raised is not None:
+            sites = ", ".join(need[1][:3]) + (" …" if len(need[1]) > 3 else "")
+            actions.append(Action("PRT812", f"{dist}{req.specifier} excludes {dist}{need[0]}, which the fixes "
+                                  f"applied at {sites} need: raised to {need[0]} (unsafe: other code may depend "
+                                  "on the old release, and other pins of this file may not fit the new one: "
+                                  "resolve the environment, e.g. pip install --dry-run -r, before relying on "
+                                  "it)", UNSAFE, "replace", raised))
             return actions
     reason = cuda_build_reason(req)
     if reason is not None:
@@ -463,7 +532,8 @@ def check_requirements(ctx: FileContext) -> Iterator[Finding]:
     has_torchao = False
     produced: set[str] = {ln.value.rstrip("/") for ln in lines if ln.option and "/rocm" in ln.value}
     frozen = looks_frozen(lines)
-    problem = rocm_index_problem(exact_torch_pins([ln.requirement for ln in lines if ln.requirement]), version)
+    problem = rocm_index_problem(exact_torch_pins(_after_target([ln.requirement for ln in lines if ln.requirement],
+                                                                ctx)), version)
     # a +cu torch pin that cannot be rewritten (hashes) still needs the CUDA index: keep both as they are
     blocked = any(ln.requirement is not None and ln.name in TORCH_DISTS and "--hash" in ln.text
                   and CUDA_LOCAL.search(str(ln.requirement.specifier)) for ln in lines)
@@ -527,7 +597,7 @@ def check_requirements(ctx: FileContext) -> Iterator[Finding]:
                           torch_line.req_start, torch_line.req_end)
     if torch_line is not None and not has_torchao and _needs_torchao(ctx):
         if any("--hash" in ln.text for ln in lines):
-            yield ctx.finding("PRT805", "a torchao rewrite was applied, but this file is in hash-checking mode: add "
+            yield ctx.finding("PRT805", f"{_torchao_because(ctx)}, but this file is in hash-checking mode: add "
                               "torchao with its hashes (pip-compile --generate-hashes)", torch_line.req_start,
                               torch_line.req_end)
         else:
@@ -549,7 +619,7 @@ def _torchao_after_line(ctx: FileContext, insert_at: int, start: int, end: int, 
     req = _torchao_req(ctx)
     text = ctx.text
     prefix = "" if insert_at == 0 or text[insert_at - 1] == "\n" else "\n"
-    f = ctx.finding("PRT805", f"a torchao rewrite was applied: {req} added next to torch", insert_at, insert_at,
+    f = ctx.finding("PRT805", f"{_torchao_because(ctx)}: {req} added next to torch", insert_at, insert_at,
                     replacement=f"{prefix}{indent}{req}\n", fix=SAFE, fix_title=f"add {req}")
     f.line, f.column = ctx.position(start)
     f.end_line, f.end_column = ctx.position(end)
@@ -609,7 +679,7 @@ def check_pyproject(ctx: FileContext) -> Iterator[Finding]:
                 reqs.append(Requirement(f"{s.key}=={s.value}"))
             except InvalidRequirement:
                 pass
-    problem = rocm_index_problem(exact_torch_pins(reqs), version)
+    problem = rocm_index_problem(exact_torch_pins(_after_target(reqs, ctx)), version)
     torch_item = None
     torch_poetry = None
     has_torchao = False
@@ -662,7 +732,7 @@ def check_pyproject(ctx: FileContext) -> Iterator[Finding]:
 
 def _torchao_after_line_poetry(ctx: FileContext, insert_at: int, s, line: str) -> Finding:
     prefix = "" if ctx.text[insert_at - 1 : insert_at] == "\n" else "\n"
-    f = ctx.finding("PRT805", f"a torchao rewrite was applied: {line} added next to torch", insert_at, insert_at,
+    f = ctx.finding("PRT805", f"{_torchao_because(ctx)}: {line} added next to torch", insert_at, insert_at,
                     replacement=f"{prefix}{line}\n", fix=SAFE, fix_title="add torchao")
     f.line, f.column = ctx.position(s.start)
     f.end_line, f.end_column = ctx.position(s.end)
@@ -704,7 +774,7 @@ def insert_after_item(ctx: FileContext, start: int, end: int, quote: str, valid)
     if not valid(new, req):
         return None
     (a0, b0, t0), *rest = sorted(edits)
-    f = ctx.finding("PRT805", f"a torchao rewrite was applied: {req} added next to torch", a0, b0,
+    f = ctx.finding("PRT805", f"{_torchao_because(ctx)}: {req} added next to torch", a0, b0,
                     replacement=t0, fix=SAFE, fix_title=f"add {req}",
                     edits=tuple(Edit(a, b, t) for a, b, t in rest))
     f.line, f.column = ctx.position(start)
@@ -847,7 +917,7 @@ def check_conda(ctx: FileContext) -> Iterator[Finding]:
             pip_reqs.append(Requirement(m.group(1).strip()))
         except InvalidRequirement:
             pass
-    problem = rocm_index_problem(exact_torch_pins(pip_reqs), version)
+    problem = rocm_index_problem(exact_torch_pins(_after_target(pip_reqs, ctx)), version)
     pip_indent: int | None = None
     top_key = ""
     for ls, le in _lines(text):
@@ -1012,9 +1082,10 @@ FAMILY = Family(
         "setup-cfg": check_setup_cfg,
         "conda": check_conda,
     },
-    description="Points PyTorch wheel indexes at the ROCm index of the configured ROCm version, drops `+cuXXX` "
-    "labels from torch pins, removes CUDA-only packages the code no longer imports, and adds torchao where a "
-    "torchao rewrite was applied.",
+    description="Dependency manifests follow the code: this patch may point PyTorch wheel indexes at the ROCm "
+    "index, drop `+cuXXX` labels, raise torch to the target torch, remove CUDA-only packages that no Python file "
+    "imports any more, add torchao where an applied fix imports it, and (unsafe) raise a pin an applied fix "
+    "needs. The sites below list which of these this patch makes, and why.",
     verified="Fixture tests (tests/fixtures/dependencies) and tests/test_dependencies.py: rewritten "
     "requirements parse with packaging, pyproject.toml still loads with tomllib, untouched lines stay "
     "byte-identical, and drops depend on the import facts of the run.",

@@ -219,6 +219,8 @@ class FixOutcome:
     new_files: dict[str, str] = field(default_factory=dict)
     # new files by the family that created them (for the patch series)
     new_files_by_family: dict[str, dict[str, str]] = field(default_factory=dict)
+    # dist -> (">=X", sites): what the accepted fixes need from the nearest manifest
+    needs: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
 
 
 def fixable(f: Finding, settings: Settings) -> bool:
@@ -268,6 +270,51 @@ def _key(f: Finding, text: str) -> tuple:
     return (f.code, f.message, tuple((text[e.start : e.end], e.text) for e in f.edits))
 
 
+def _gate_context(settings: Settings, facts: RepoFacts | None) -> Any:
+    from .gate import GateContext
+
+    facts = facts or RepoFacts()
+    extra = facts.extra if isinstance(facts.extra, dict) else dict(facts.extra)
+    return GateContext(
+        pins=dict(facts.pins), has_manifest=facts.scope is not None, manifest=facts.scope or "",
+        local_modules=frozenset(extra.get("local_modules", ())), unsafe=settings.unsafe_fixes,
+        torchao_addable=settings.is_enabled("PRT805"), target_torch=settings.target_torch,
+    )
+
+
+def _apply_batch(text: str, batch: Sequence[Finding], language: str, newline: str) -> str:
+    """The text after ``batch``'s edits and import bookkeeping (raises when it does not parse)."""
+    edits = list(dict.fromkeys(e for f in batch for e in f.edits))
+    edits = [Edit(e.start, e.end, _normalise_newlines(e.text, newline)) for e in edits]
+    new = apply_edits(text, edits)
+    if language == "python":
+        adds = [s for f in batch for s in f.add_imports]
+        removes = [s for f in batch for s in f.remove_imports]
+        new = fix_imports(new, adds, removes)
+        new = _normalise_newlines(new, newline) if newline != "\n" and "\r\n" not in new else new
+        cst.parse_module(new)  # the fixed file must still parse
+    return new
+
+
+_PARSE_ERRORS = (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError)
+
+
+def _gate(before: str, after: str, batch: Sequence[Finding], gctx: Any) -> Any:
+    from .gate import Verdict, check
+
+    created = [p for f in batch for p, _ in f.new_files]
+    try:
+        return check(before, after, gctx, requires=[r for f in batch for r in f.requires], created=created)
+    except RecursionError:
+        return Verdict(False, "the fixed module is nested too deeply to check")
+    except Exception as exc:  # noqa: BLE001 - a fix porter cannot check is not applied
+        return Verdict(False, f"the semantic gate could not check the fix ({type(exc).__name__})")
+
+
+def _site(f: Finding) -> str:
+    return f"`{f.path}:{f.line}` {f.code}"
+
+
 def fix(
     relpath: str,
     text: str,
@@ -277,34 +324,33 @@ def fix(
     newline: str = "\n",
     existing: frozenset[str] = frozenset(),
 ) -> FixOutcome:
-    """Apply every applicable fix, family by family, to a fixpoint."""
+    """Apply every applicable fix, family by family, to a fixpoint.
+
+    A Python step passes the semantic gate (:mod:`porter.gate`) before it is accepted; a fix
+    that fails it is withheld: its finding stays, without the fix, with the reason.
+    """
     findings = analyze(relpath, text, language, settings, facts)
     stages: list[Stage] = []
     fixed: list[Finding] = []
     failed: set[tuple] = set()
+    withheld: dict[tuple, str] = {}
     errors: list[Finding] = []
     new_files: dict[str, str] = {}
     by_family: dict[str, dict[str, str]] = {}
+    needs: dict[str, tuple[str, tuple[str, ...]]] = {}
     prev_order = -1
     wrap = 0
     order = {f.name: f.order for f in registry.families()}
+    gctx = _gate_context(settings, facts) if language == "python" else None
     for _ in range(MAX_ROUNDS):
         candidates = [f for f in findings if fixable(f, settings) and _key(f, text) not in failed]
         if not candidates:
             break
         fam = min({registry.family_of(f.code) for f in candidates}, key=lambda n: (order.get(n, 0), n))
         batch = _accept([f for f in candidates if registry.family_of(f.code) == fam])
-        edits = list(dict.fromkeys(e for f in batch for e in f.edits))
-        edits = [Edit(e.start, e.end, _normalise_newlines(e.text, newline)) for e in edits]
-        new = apply_edits(text, edits)
         try:
-            if language == "python":
-                adds = [s for f in batch for s in f.add_imports]
-                removes = [s for f in batch for s in f.remove_imports]
-                new = fix_imports(new, adds, removes)
-                new = _normalise_newlines(new, newline) if newline != "\n" and "\r\n" not in new else new
-                cst.parse_module(new)  # the fixed file must still parse
-        except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError) as exc:
+            new = _apply_batch(text, batch, language, newline)
+        except _PARSE_ERRORS as exc:
             failed.update(_key(f, text) for f in batch)
             errors.append(
                 Finding(
@@ -318,6 +364,43 @@ def fix(
                 )
             )
             continue
+        step_needs: dict[str, str] = {}
+        if gctx is not None and new != text:
+            verdict = _gate(text, new, batch, gctx)
+            if not verdict.ok:
+                # find the fixes that fail on their own; the others go on as a smaller batch
+                passing = []
+                for f in batch:
+                    try:
+                        alone = _apply_batch(text, [f], language, newline)
+                    except _PARSE_ERRORS:
+                        withheld[_key(f, text)] = "the fix alone produces invalid code"
+                        continue
+                    v = _gate(text, alone, [f], gctx)
+                    if v.ok:
+                        passing.append(f)
+                    else:
+                        withheld[_key(f, text)] = v.reason
+                if len(passing) == len(batch):
+                    for f in batch:
+                        withheld[_key(f, text)] = verdict.reason
+                    passing = []
+                failed.update(_key(f, text) for f in batch if f not in passing)
+                if not passing:
+                    continue
+                batch = passing
+                try:
+                    new = _apply_batch(text, batch, language, newline)
+                except _PARSE_ERRORS:
+                    failed.update(_key(f, text) for f in batch)
+                    continue
+                verdict = _gate(text, new, batch, gctx)
+                if not verdict.ok:
+                    for f in batch:
+                        withheld[_key(f, text)] = verdict.reason
+                    failed.update(_key(f, text) for f in batch)
+                    continue
+            step_needs = verdict.needs
         created = {}
         for f in batch:
             for path, body in f.new_files:
@@ -331,6 +414,8 @@ def fix(
         prev_order = order.get(fam, 0)
         stages.append(Stage(fam, wrap, text, new, batch))
         fixed.extend(batch)
+        for dist, spec in step_needs.items():
+            merge_need(needs, dist, spec, tuple(_site(f) for f in batch))
         new_files.update(created)
         by_family.setdefault(fam if wrap == 0 else f"{fam}-{wrap + 1}", {}).update(created)
         text = new
@@ -340,13 +425,44 @@ def fix(
             Finding(code="PRT007", message="fixes did not converge; stopped after "
                     f"{MAX_ROUNDS} rounds", path=relpath)
         )
-    remaining = [f for f in findings if f.code != "PRT007"] + errors
+    remaining = [_withhold(f, withheld.get(_key(f, text))) for f in findings if f.code != "PRT007"] + errors
     if settings.annotate:
         annotated = annotate(text, language, remaining)
         if annotated != text:
             stages.append(Stage(ANNOTATE, wrap, text, annotated, []))
             text = annotated
-    return FixOutcome(text, stages, fixed, remaining, new_files, by_family)
+    return FixOutcome(text, stages, fixed, remaining, new_files, by_family, needs)
+
+
+def merge_need(needs: dict[str, tuple[str, tuple[str, ...]]], dist: str, spec: str,
+               sites: tuple[str, ...]) -> None:
+    """Keep the strictest ``>=X`` per distribution, with the sites that need exactly that."""
+    old = needs.get(dist)
+    if old is None or _floor(spec) > _floor(old[0]):
+        needs[dist] = (spec, sites)
+    elif _floor(spec) == _floor(old[0]):
+        needs[dist] = (old[0], old[1] + tuple(s for s in sites if s not in old[1]))
+
+
+def _floor(spec: str) -> Any:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(spec.lstrip(">="))
+    except InvalidVersion:
+        return Version("0")
+
+
+def _withhold(f: Finding, reason: str | None) -> Finding:
+    """A fix the semantic gate refused becomes a flag that says why."""
+    if reason is None or not fixable_any(f):
+        return f
+    return replace(f, fix=Applicability.NONE, edits=(), add_imports=(), remove_imports=(), new_files=(),
+                   message=f"{f.message} [fix withheld: {reason}]", data={**f.data, "withheld": reason})
+
+
+def fixable_any(f: Finding) -> bool:
+    return bool(f.edits or f.new_files) and f.fix != Applicability.NONE
 
 
 ANNOTATE = "annotate"

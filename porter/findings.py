@@ -100,6 +100,9 @@ class Finding:
     # Files this fix creates (relative path, text), e.g. a portable header; an existing
     # file of that name is kept as it is.
     new_files: tuple[tuple[str, str], ...] = ()
+    # Requirements the fixed code needs beyond what porter.apis knows from the emitted names
+    # ("torch>=2.5"); the semantic gate checks them against the nearest manifest's pins.
+    requires: tuple[str, ...] = ()
     category: Category | None = None  # overrides the rule's class when set
     severity: Severity | None = None
     # A generic finding (e.g. "use of a CUDA-only package") is dropped when a more

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import libcst as cst
@@ -45,9 +45,38 @@ class RepoFacts:
     imports: frozenset[str] = frozenset()
     applied: frozenset[str] = frozenset()
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # Sub-projects: the pins of each folder that holds a manifest ("" is the root), each
+    # already completed with the pins of its closest ancestors for distributions it does not
+    # name. ``scope`` is the folder whose pins ``pins`` holds (None: not specialised to a file).
+    scopes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    scope: str | None = None
 
     def pin(self, dist: str) -> str | None:
         return self.pins.get(dist)
+
+    def scope_of(self, relpath: str) -> str | None:
+        """The folder of the manifest nearest to ``relpath`` (its closest ancestor that has one)."""
+        if not self.scopes:
+            return None
+        parts = relpath.split("/")[:-1]
+        for n in range(len(parts), -1, -1):
+            folder = "/".join(parts[:n])
+            if folder in self.scopes:
+                return folder
+        return None
+
+    def for_path(self, relpath: str) -> RepoFacts:
+        """These facts with the pins of the manifest nearest to ``relpath``.
+
+        A repository without manifests keeps its repo-wide pins; a file outside every folder
+        with a manifest gets no pins (except a configured target torch, kept under "").
+        """
+        if not self.scopes:
+            return self
+        folder = self.scope_of(relpath)
+        if folder is None:
+            return replace(self, pins=dict(self.extra.get("unscoped_pins", {})), scope=None)
+        return replace(self, pins=self.scopes[folder], scope=folder)
 
 
 Checker = Callable[["FileContext"], Iterable[Finding]]

@@ -49,6 +49,15 @@ def is_manifest(relpath: str) -> bool:
     return languages.detect(relpath) in (languages.REQUIREMENTS, languages.CONDA)
 
 
+def manifest_folder(relpath: str) -> str:
+    """The project folder a manifest belongs to: its own folder, or the parent of a
+    ``requirements/``-style folder of requirement files ("" is the root)."""
+    folder = posixpath.dirname(relpath)
+    if _in_requirements_dir(relpath):
+        folder = posixpath.dirname(folder)
+    return folder
+
+
 def _in_requirements_dir(relpath: str) -> bool:
     """``requirements/gpu.txt``-style layouts (a folder of requirement files)."""
     parent = posixpath.basename(posixpath.dirname(relpath)).lower()
@@ -567,6 +576,7 @@ __all__ = [
     "collect_pins",
     "conda_constraint",
     "is_manifest",
+    "manifest_folder",
     "poetry_constraint",
     "requirement_lines",
     "setup_py_requirements",

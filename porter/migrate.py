@@ -23,6 +23,7 @@ from typing import Any
 import click
 
 from . import proc, registry
+from .apis import DEFAULT_TARGET_ROCM, DEFAULT_TARGET_TORCH
 from .config import Settings
 from .findings import Finding
 from .patchset import FileChange, Patch, PatchSeries
@@ -42,6 +43,41 @@ FOLLOW_UPS = (
     "Smoke-test the environment on the AMD machine with `porter doctor` (torch/HIP versions, devices, "
     "a bf16 matmul) before trusting anything else; start from AMD's ROCm PyTorch container.",
 )
+
+
+def migration_target(settings: Settings, option: str | None) -> tuple[Settings, str]:
+    """The torch release a migration ports against, and the sentence MIGRATION.md states.
+
+    ``--target-torch`` wins, then the config's ``target-torch``, then porter's migration target
+    (:data:`porter.apis.DEFAULT_TARGET_TORCH`: the newest stable torch with ROCm wheels porter
+    knows). ``porter apply`` has no such default: without ``target-torch`` it ports against the
+    repository's own pins.
+    """
+    from dataclasses import replace
+
+    from packaging.version import InvalidVersion, Version
+
+    if option:
+        try:
+            Version(option)
+        except InvalidVersion:
+            raise click.UsageError(f"--target-torch must be a version such as 2.9, not {option!r}") from None
+        settings, how = replace(settings, target_torch=option), "set by --target-torch"
+    elif settings.target_torch:
+        how = "set by the configuration's target-torch"
+    else:
+        settings, how = replace(settings, target_torch=DEFAULT_TARGET_TORCH), (
+            "porter's default for a migration: the newest stable torch release with ROCm wheels that porter "
+            "knows; override it with --target-torch or --config target-torch=...")
+    try:
+        from .codemods._deps_catalog import rocm_for_torch, rocm_index
+    except ImportError:  # pragma: no cover - during development
+        return settings, f"torch >= {settings.target_torch} ({how})."
+    rocm = settings.option("dependencies", "rocm-version") or rocm_for_torch(settings.target_torch)
+    index = f" from the ROCm {rocm} wheel index ({rocm_index(str(rocm))})" if rocm else ""
+    return settings, (f"torch >= {settings.target_torch}{index} ({how}). The torch requirement and its wheel "
+                      "index are raised to it in the dependencies patch, and every rewrite is checked against "
+                      "it.")
 
 
 @dataclass
@@ -184,7 +220,9 @@ def plan(
             series.patches.append(hip_patch)
             _apply_changes(scratch, hip_patch.changes)  # the after-audit sees the HIPified tree
         after = run(scratch, [scratch], settings, "audit", jobs=jobs, use_cache=False)
-        after_findings = after.findings + hip_findings
+        # a fix the semantic gate withheld is still offered by a plain audit: report it as withheld
+        held = {(f.path, f.line, f.column, f.code): f for f in fixed.findings if "withheld" in f.data}
+        after_findings = [held.get((f.path, f.line, f.column, f.code), f) for f in after.findings] + hip_findings
     return MigrationPlan(
         root=root, before=before, fixed=fixed, after_findings=sorted(after_findings, key=lambda f: f.sort_key),
         series=series, hipify_engine=engine, hipify_note=note, seconds=time.perf_counter() - started,
@@ -217,6 +255,9 @@ def render_report(p: MigrationPlan) -> str:
     after = p.after_findings
     fixed = p.fixed.fixed
     lines = [f"# Migration report: {name}", ""]
+    target = p.extra.get("target")
+    if target:
+        lines += [f"**Target:** {target}", ""]
     lines += [
         f"porter migrated `{name}` into {len(p.series.nonempty())} patch(es) "
         f"({sum(len(x.changes) for x in p.series.nonempty())} file change(s)); "
@@ -253,6 +294,11 @@ def render_report(p: MigrationPlan) -> str:
                      f"{_md(f.fix_title or f.message)} |")
     if not fixed:
         lines.append("| — | | | nothing was rewritten |")
+    withheld = [f for f in after if "withheld" in f.data]
+    if withheld:
+        lines += ["", f"{len(withheld)} fix(es) were withheld by the semantic gate (the fixed module would not "
+                  "import, or would need releases the nearest manifest's pins exclude); they are listed below "
+                  "with the reason."]
     lines += ["", "## Flagged sites (need a human)", "",
               "| file | line | rule | class | reason | next step |", "|---|---|---|---|---|---|"]
     flagged = [f for f in after if _blocking(f)]
@@ -501,11 +547,16 @@ def commit_branch(p: MigrationPlan, branch: str) -> list[str]:
 @click.option("--select", multiple=True, help="Rule codes or prefixes to enable.")
 @click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
 @click.option("--config", "config", multiple=True, help="Config file or KEY=VALUE override.")
+@click.option("--target-torch", default=None, metavar="VERSION",
+              help=f"The torch release the migrated code targets (default: porter's migration target, "
+              f"torch {DEFAULT_TARGET_TORCH} with ROCm {DEFAULT_TARGET_ROCM} wheels; overrides the config's "
+              "target-torch).")
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes.")
 @click.option("-q", "--quiet", is_flag=True)
 def migrate(repo: Path, out: Path | None, dry_run: bool, branch: str | None, allow_dirty: bool,
-            trust_git_dir: bool, unsafe_fixes: bool | None, hipify: str, select: tuple[str, ...], ignore: tuple[str, ...],
-            config: tuple[str, ...], jobs: int | None, quiet: bool) -> None:
+            trust_git_dir: bool, unsafe_fixes: bool | None, hipify: str, select: tuple[str, ...],
+            ignore: tuple[str, ...], config: tuple[str, ...], target_torch: str | None, jobs: int | None,
+            quiet: bool) -> None:
     """Turn REPO into a reviewable patch series (one patch per family) plus a migration report."""
     import sys
 
@@ -538,8 +589,10 @@ def migrate(repo: Path, out: Path | None, dry_run: bool, branch: str | None, all
         if proc.git(repo, ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], check=False).returncode == 0:
             raise click.ClickException(f"branch {branch!r} already exists")
     settings = _settings({"select": select, "ignore": ignore, "config": config}, root, unsafe_fixes)
+    settings, target_note = migration_target(settings, target_torch)
     with console.status(f"porter: migrating {root.name}…", spinner="dots"):
         p = plan(root, settings, hipify=hipify, jobs=jobs)
+    p.extra["target"] = target_note
     patches = p.series.nonempty()
     console.print(f"porter: plan for {root.name}: {len(patches)} patch(es), {len(p.fixed.fixed)} rewrite(s), "
                   f"{sum(1 for f in p.after_findings if _blocking(f))} site(s) left for review "

@@ -14,7 +14,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -51,6 +51,8 @@ class FileResult:
     new_files: dict[str, str] = field(default_factory=dict)
     new_files_by_family: dict[str, dict[str, str]] = field(default_factory=dict)
     imports: frozenset[str] = frozenset()  # top-level modules imported (after fixes)
+    # dist -> (">=X", sites) that the fixes applied to this file need from its nearest manifest
+    needs: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     error: bool = False
     seconds: float = 0.0
 
@@ -195,6 +197,7 @@ def process_file(ref: SourceRef, root: str, settings: Settings, facts: RepoFacts
     """Analyse (audit) or fix one file; every problem becomes a finding, never an exception."""
     started = time.perf_counter()
     result = FileResult(ref.relpath, ref.language)
+    facts = facts.for_path(ref.relpath)
     full = Path(root, ref.relpath)
     try:
         _, decoded = read_source(full, python=ref.language == "python", max_bytes=settings.max_file_size)
@@ -216,6 +219,7 @@ def process_file(ref: SourceRef, root: str, settings: Settings, facts: RepoFacts
                 result.findings = outcome.remaining
                 result.fixed = outcome.fixed
                 result.stages = outcome.stages
+                result.needs = dict(outcome.needs)
                 # a file a fix would create that already exists on disk is reused, never replaced
                 result.new_files = {p: t for p, t in outcome.new_files.items()
                                     if not os.path.lexists(os.path.join(root, p))}
@@ -333,21 +337,34 @@ LOCK_NAMES = ("poetry.lock", "uv.lock", "Pipfile.lock", "pdm.lock")
 def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | None = None) -> RepoFacts:
     """Pinned versions from the repo's manifests and lock files (read, never executed).
 
-    The root's own manifests count even when only some files were named (pre-commit), so a
-    file gets the same facts whether it is checked alone or as part of the tree.
+    Pins are gathered per folder that holds a manifest (sub-projects have their own): a file
+    gets the pins of its nearest manifest (``RepoFacts.for_path``), completed by its ancestors'
+    for distributions the nearest does not name. The manifests of every folder above a named
+    file count even when only some files were named (pre-commit), so a file gets the same facts
+    whether it is checked alone or as part of the tree.
     """
     manifest_texts: dict[str, str] = {}
     candidates = [r.relpath for r in refs if is_manifest(r)]
-    try:
-        top = sorted(os.listdir(root))
-    except OSError:
-        top = []
-    for name in top:
-        ref = SourceRef(name, languages.detect(name) or "")
-        if (name in LOCK_NAMES or is_manifest(ref)) and name not in candidates:
-            full = root / name
+    seen = set(candidates)
+    folders: set[str] = {""}
+    for r in refs:
+        parts = r.relpath.split("/")[:-1]
+        for n in range(1, len(parts) + 1):
+            folders.add("/".join(parts[:n]))
+    for folder in sorted(folders):
+        try:
+            names = sorted(os.listdir(root / folder if folder else root))
+        except OSError:
+            continue
+        for name in names:
+            rel = f"{folder}/{name}" if folder else name
+            ref = SourceRef(rel, languages.detect(name) or "")
+            if rel in seen or not (name in LOCK_NAMES or is_manifest(ref)):
+                continue
+            full = root / rel
             if full.is_file() and not full.is_symlink():
-                candidates.append(name)
+                candidates.append(rel)
+                seen.add(rel)
     for rel in candidates:
         try:
             with open(root / rel, "rb") as fh:
@@ -355,20 +372,59 @@ def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | No
             manifest_texts[rel] = data.decode("utf-8", "replace")
         except OSError:
             continue
-    pins: dict[str, str] = {}
     try:
-        from .manifests import collect_pins  # provided by the dependencies family
+        from .manifests import collect_pins, manifest_folder
     except ImportError:  # pragma: no cover - during development
         collect_pins = None  # type: ignore[assignment]
+    pins: dict[str, str] = {}
+    scopes: dict[str, dict[str, str]] = {}
     if collect_pins is not None and manifest_texts:
+        by_folder: dict[str, dict[str, str]] = {}
+        for rel, text in manifest_texts.items():
+            by_folder.setdefault(manifest_folder(rel), {})[rel] = text
+        for folder in sorted(by_folder, key=lambda f: (f.count("/") + bool(f), f)):
+            try:
+                own = dict(collect_pins(by_folder[folder]))
+            except Exception:  # noqa: BLE001 - a broken manifest must not stop the run
+                own = {}
+            parent = _nearest(folder, scopes)
+            scopes[folder] = {**(scopes[parent] if parent is not None else {}), **own}
         try:
             pins = dict(collect_pins(manifest_texts))
-        except Exception:  # noqa: BLE001 - a broken manifest must not stop the run
+        except Exception:  # noqa: BLE001
             pins = {}
+    unscoped: dict[str, str] = {}
     if settings is not None and settings.target_torch:
         pins["torch"] = f"=={settings.target_torch}"
+        unscoped["torch"] = pins["torch"]
+        for folder in scopes:
+            scopes[folder]["torch"] = pins["torch"]
     existing = frozenset(r.relpath for r in refs)
-    return RepoFacts(pins=pins, manifests=tuple(sorted(manifest_texts)), extra={"existing_files": existing})
+    local: set[str] = set()
+    for rel in existing:
+        parts = rel.split("/")
+        local.update(parts[:-1])
+        if parts[-1].endswith(".py"):
+            local.add(parts[-1][:-3])
+    return RepoFacts(pins=pins, manifests=tuple(sorted(manifest_texts)), scopes=scopes,
+                     extra={"existing_files": existing, "unscoped_pins": unscoped,
+                            "local_modules": frozenset(local)})
+
+
+def _nearest(folder: str, scopes: Mapping[str, object]) -> str | None:
+    """The closest proper ancestor of ``folder`` in ``scopes`` ("" is the root)."""
+    if not folder:
+        return None
+    parts = folder.split("/")
+    for n in range(len(parts) - 1, -1, -1):
+        cand = "/".join(parts[:n])
+        if cand in scopes:
+            return cand
+    return None
+
+
+def _under(relpath: str, folder: str) -> bool:
+    return not folder or relpath.startswith(folder + "/")
 
 
 def _os_threads() -> int:
@@ -462,23 +518,55 @@ def run(
     cache = None
     if mode == "audit" and cache_on:
         key = hashlib.blake2b(
-            (settings.fingerprint() + repr(sorted(facts.pins.items()))).encode(), digest_size=8
+            (settings.fingerprint() + repr(sorted(facts.pins.items()))
+             + repr(sorted((k, sorted(v.items())) for k, v in facts.scopes.items()))).encode(), digest_size=8
         ).hexdigest()
         cache = Cache(root / settings.cache_dir, key)
     phase1 = [r for r in found.files if not is_manifest(r)]
     phase2 = [r for r in found.files if is_manifest(r)]
     results = _run_batch(phase1, root, settings, facts, mode, jobs, progress, cache)
     if phase2:
-        imports = frozenset(m for fr in results for m in fr.imports)
-        applied = frozenset(f.code for fr in results for f in fr.fixed)
-        remaining = frozenset(f.code for fr in results for f in fr.findings)
-        facts2 = replace(facts, imports=imports, applied=applied,
-                         extra={**facts.extra, "remaining": remaining})
-        # manifests are few, and their results depend on phase 1: never cached
-        results += _run_batch(phase2, root, settings, facts2, mode, jobs, progress, None)
+        # manifests are few, and their results depend on phase 1: never cached. Each manifest
+        # sees the facts of its own sub-project: imports of the files below its folder, the
+        # fixes applied (and what they need) in the files it is the nearest manifest of.
+        from .manifests import manifest_folder
+
+        groups: dict[str, list[SourceRef]] = {}
+        for ref in phase2:
+            groups.setdefault(manifest_folder(ref.relpath), []).append(ref)
+        by_ref: dict[str, FileResult] = {}
+        for folder, refs in sorted(groups.items()):
+            facts2 = phase2_facts(facts, results, folder)
+            for fr in _run_batch(refs, root, settings, facts2, mode, jobs, progress, None):
+                by_ref[fr.relpath] = fr
+        results += [by_ref[r.relpath] for r in phase2]
     if cache is not None:
         cache.save()
     return RunResult(root, results, found.problems, settings, facts, time.perf_counter() - started)
+
+
+def phase2_facts(facts: RepoFacts, results: Sequence[FileResult], folder: str) -> RepoFacts:
+    """The facts a manifest in ``folder`` is judged with, from the phase-1 results.
+
+    ``imports``: modules the files below the folder import after the fixes (a requirement stays
+    while any of them needs it). ``applied`` and ``extra["needs"]``: the fixes applied to the
+    files whose nearest manifest is in this folder, and the requirements those fixes need.
+    """
+    below = [fr for fr in results if _under(fr.relpath, folder)]
+    own = [fr for fr in below if not facts.scopes or facts.scope_of(fr.relpath) == folder]
+    from .engine import merge_need
+
+    needs: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for fr in own:
+        for dist, (spec, sites) in fr.needs.items():
+            merge_need(needs, dist, spec, sites)
+    return replace(
+        facts,
+        imports=frozenset(m for fr in below for m in fr.imports),
+        applied=frozenset(f.code for fr in own for f in fr.fixed),
+        extra={**facts.extra, "remaining": frozenset(f.code for fr in below for f in fr.findings),
+               "needs": needs},
+    )
 
 
 class WriteError(Exception):

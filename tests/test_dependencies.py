@@ -23,8 +23,15 @@ FAM = "dependencies"
 IMPORTS = frozenset({"torch", "numpy", "einops"})
 
 
-def facts(imports=IMPORTS, applied=()) -> RepoFacts:
-    return RepoFacts(imports=frozenset(imports), applied=frozenset(applied))
+TORCHAO_CODES = ("PRT401", "PRT420", "PRT601")  # fixes of these rules emit torchao APIs
+
+
+def facts(imports=IMPORTS, applied=(), needs=None) -> RepoFacts:
+    """Phase-2 facts; ``needs`` (what the applied fixes emit) defaults to torchao for the rules above."""
+    if needs is None:
+        needs = {"torchao": (">=0.11", tuple(f"`m.py:1` {c}" for c in applied))} if set(applied) & set(
+            TORCHAO_CODES) else {}
+    return RepoFacts(imports=frozenset(imports), applied=frozenset(applied), extra={"needs": needs})
 
 
 REQS = """# stack
@@ -92,8 +99,11 @@ def test_torchao_added_only_after_torchao_rewrite() -> None:
     for applied in (("PRT401",), ("PRT601",)):
         out = fixed(REQS, "requirements.txt", family=FAM, facts=facts(applied=applied))
         assert "torch==2.8.0   # pinned\ntorchao>=0.11\n" in out
+    # code that imported torchao before porter ran adds nothing: no applied fix needs it
     via_import = fixed(REQS, "requirements.txt", family=FAM, facts=facts(IMPORTS | {"torchao"}))
-    assert "torchao>=0.11" in via_import
+    assert "torchao" not in via_import
+    # a quantization fix that emits no torchao (bnb 32-bit Adam -> torch.optim) adds nothing either
+    assert "torchao" not in fixed(REQS, "requirements.txt", family=FAM, facts=facts(applied=("PRT400",), needs={}))
     # other families' fixes do not add it
     assert "torchao" not in fixed(REQS, "requirements.txt", family=FAM, facts=facts(applied=("PRT101", "PRT301")))
     # already required: not added twice

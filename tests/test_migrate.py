@@ -214,15 +214,25 @@ def test_series_applies_with_git_am(migrated: tuple[Path, Path], applied: Path, 
 
 
 def test_series_equals_porter_apply(migrated: tuple[Path, Path], tmp_path: Path) -> None:
-    """Everything but the HIPify patch reproduces ``porter apply`` byte for byte."""
+    """Everything but the HIPify patch reproduces ``porter apply`` byte for byte, given the target
+    torch that migrate picks by default (``porter apply`` has no default target)."""
+    from porter.apis import DEFAULT_TARGET_ROCM, DEFAULT_TARGET_TORCH
+
     project, out = migrated
     by_series = fresh_copy(project, tmp_path / "series" / project.name)
     git_apply_series(by_series, [p for p in patches_in(out) if not p.name.endswith("-hipify.patch")])
     by_apply = fresh_copy(project, tmp_path / "apply" / project.name)
-    proc = run_porter("apply", ".", cwd=by_apply)
+    proc = run_porter("apply", "--config", f'target-torch="{DEFAULT_TARGET_TORCH}"', ".", cwd=by_apply)
     assert proc.returncode == 0, proc.stderr.decode()
     assert tree_files(by_series) == tree_files(by_apply)
     assert tree_files(by_series) != tree_files(project)
+    # the legacy pin is raised to the migration target, with the ROCm index that carries it
+    assert (by_series / "requirements.txt").read_text() == (
+        f"--extra-index-url https://download.pytorch.org/whl/rocm{DEFAULT_TARGET_ROCM}\ntorch>={DEFAULT_TARGET_TORCH}"
+        "\nnumpy\n")
+    plain = fresh_copy(project, tmp_path / "plain" / project.name)
+    assert run_porter("apply", ".", cwd=plain).returncode == 0
+    assert (plain / "requirements.txt").read_text() == "torch==2.1.0\nnumpy\n"  # apply keeps the repo's pin
 
 
 def test_series_equals_porter_apply_with_the_same_settings(tmp_path: Path) -> None:

@@ -27,9 +27,26 @@ def _settings(target: str = "2.5") -> Settings:
 )
 def test_pins_below_the_target_are_raised(line: str, want: str) -> None:
     out = fixed(line + "\n", "requirements.txt", settings=_settings())
+    if "+cu" in line:
+        # the +cu label pinned a CUDA build and the file names no index: the ROCm index that
+        # carries the *raised* torch is added (torch 2.5: rocm6.2), not refused for the old pin
+        index, out = out.split("\n", 1)
+        assert index == "--extra-index-url https://download.pytorch.org/whl/rocm6.2"
     assert out == want + "\n"
     req = Requirement(out.split("#")[0].strip())
     assert req.specifier.contains("2.5.0")
+
+
+def test_the_index_moves_with_the_raised_pin() -> None:
+    """The legacy shape: torch==2.1.2+cu121 from the cu121 index, torchvision to match."""
+    src = ("--extra-index-url https://download.pytorch.org/whl/cu121\ntorch==2.1.2+cu121\n"
+           "torchvision==0.16.2+cu121\n")
+    out = fixed(src, "requirements.txt", settings=_settings("2.9"))
+    assert out == ("--extra-index-url https://download.pytorch.org/whl/rocm6.4\ntorch>=2.9\n"
+                   "torchvision>=0.24\n")
+    # without a target the old pin cannot move to a ROCm index that lacks torch 2.1: reported only
+    kept = fixed(src, "requirements.txt", family="dependencies")
+    assert "whl/cu121" in kept and "torch==2.1.2\n" in kept
 
 
 @pytest.mark.parametrize("line", ["torch>=2.4", "torch", "torch==2.5.1", "numpy==1.26"])

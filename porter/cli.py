@@ -116,8 +116,8 @@ def _root_for(paths: tuple[Path, ...], root: Path | None) -> Path:
     if root is not None:
         return root
     real = [p for p in paths if str(p) != "-"]
-    if len(real) == 1 and real[0].is_dir() and not real[0].is_symlink():
-        return real[0]
+    if len(real) == 1 and real[0].is_dir():
+        return real[0]  # a symlink to a folder too: the runner resolves it (followed once, explicitly)
     return Path.cwd()
 
 
@@ -170,16 +170,25 @@ def _run(kw: dict[str, Any], mode: str, unsafe: bool | None = None):  # type: ig
     root = _root_for(paths, kw.get("root"))
     if not root.is_dir():
         raise click.UsageError(f"root {root} is not a directory")
+    from .runner import resolve_root
+
+    root, resolved_paths = resolve_root(root, list(paths))
     settings = _settings(kw, root, unsafe)
+    for note in settings.notes:
+        click.echo(f"porter: warning: {note}", err=True)
     console = _stderr_console(kw.get("quiet", False))
     result = run(
-        root, list(paths), settings, mode,  # type: ignore[arg-type]
+        root, resolved_paths, settings, mode,  # type: ignore[arg-type]
         jobs=kw.get("jobs"), force_exclude=kw.get("force_exclude", False),
         progress=_progress(console, not kw.get("quiet")),
         use_cache=False if kw.get("no_cache") else None,
     )
     if kw.get("verbose"):
         console.print(f"[dim]{result.files_scanned} files in {result.seconds:.2f} s (root {root})[/dim]")
+    if result.files_scanned == 0 and not result.problems:
+        # never a silent "clean": say that nothing was looked at
+        click.echo(f"porter: warning: no files to analyse under {', '.join(str(p) for p in paths)} "
+                   f"(root {root}); nothing was checked", err=True)
     return result, console
 
 
@@ -196,6 +205,7 @@ def _read_stdin(kw: dict[str, Any]):  # type: ignore[no-untyped-def]
     if language is None:
         raise click.UsageError(f"--stdin-filename {name!r}: porter does not know this file type")
     data = sys.stdin.buffer.read()
+    kw["stdin_bytes"] = data
     try:
         decoded = decode(data, python=language == "python")
     except SourceError as exc:
@@ -332,6 +342,11 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
             from dataclasses import replace
 
             settings = replace(settings, unsafe_fixes=unsafe_fixes)
+        if not decoded.exact:
+            click.echo(f"porter: {name}: {decoded.encoding} does not round-trip byte for byte; "
+                       "input passed through unchanged", err=True)
+            sys.stdout.buffer.write(kw["stdin_bytes"])
+            sys.exit(EXIT_ERROR)
         outcome = fix(name, decoded.text, language, settings, newline=decoded.newline)
         sys.stdout.buffer.write(decoded.encode(outcome.text))
         sys.exit(EXIT_OK)
@@ -349,7 +364,9 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
         written = series.write_dir(patch_dir, title=f"porter patch series for {result.root.name}")
         console.print(f"porter: wrote {len(written) - 1} patch(es) and INDEX.md to {patch_dir}", highlight=False)
     else:
-        write(result)
+        written = write(result)
+        if kw.get("verbose"):
+            console.print(f"[dim]wrote {len(written)} file(s)[/dim]", highlight=False)
     fixed = result.fixed
     if show_fixes or kw.get("verbose"):
         for f in fixed:
@@ -368,6 +385,8 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
         console.print(f"  [red]{f.code}[/red] {f.path}: {f.message}", highlight=False)
     if dry_run:
         sys.exit(EXIT_FINDINGS if changed else EXIT_OK)
+    if any(f.code == "PRT000" for f in result.findings):
+        sys.exit(EXIT_ERROR)  # some fixes were not written (each is listed above)
     sys.exit(EXIT_FINDINGS if exit_non_zero_on_fix and changed else EXIT_OK)
 
 

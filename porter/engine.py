@@ -268,6 +268,16 @@ def _key(f: Finding, text: str) -> tuple:
     return (f.code, f.message, tuple((text[e.start : e.end], e.text) for e in f.edits))
 
 
+def _plain_relpath(path: str) -> bool:
+    from .safewrite import check_relpath
+
+    try:
+        check_relpath(path)
+    except ValueError:
+        return False
+    return True
+
+
 def fix(
     relpath: str,
     text: str,
@@ -294,6 +304,13 @@ def fix(
             break
         fam = min({registry.family_of(f.code) for f in candidates}, key=lambda n: (order.get(n, 0), n))
         batch = _accept([f for f in candidates if registry.family_of(f.code) == fam])
+        outside = [path for f in batch for path, _ in f.new_files if not _plain_relpath(path)]
+        if outside:  # the config check refuses such paths first; this guards every other way in
+            failed.update(_key(f, text) for f in batch)
+            errors.append(Finding(code="PRT007", message=f"fix by {fam} would create {outside[0]!r}, which is not "
+                                  "a plain path inside the root; not applied", path=relpath,
+                                  line=batch[0].line, column=batch[0].column))
+            continue
         edits = list(dict.fromkeys(e for f in batch for e in f.edits))
         edits = [Edit(e.start, e.end, _normalise_newlines(e.text, newline)) for e in edits]
         new = apply_edits(text, edits)

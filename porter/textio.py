@@ -33,10 +33,34 @@ class Decoded:
     encoding: str  # codec name used to decode
     bom: bool
     newline: str  # "\n", "\r\n" or "\r" (dominant convention)
+    exact: bool = True  # encoding each line on its own gives back the original bytes exactly
 
     def encode(self, text: str) -> bytes:
-        data = text.encode(self.encoding)
+        if codecs.lookup(self.encoding).name in _BIJECTIVE:
+            data = text.encode(self.encoding)
+        else:
+            # line by line: a line porter did not edit gets exactly the bytes it had (checked by
+            # ``exact`` when the file was read); a stateful codec cannot carry state across lines
+            data = b"".join(line.encode(self.encoding) for line in text.splitlines(keepends=True))
         return (codecs.BOM_UTF8 + data) if self.bom else data
+
+
+# codecs whose decode/encode is a byte-exact round trip for every input they decode
+_BIJECTIVE = frozenset({"utf-8", "ascii", "iso8859-1"})  # as codecs.lookup() names them
+
+
+def round_trips(text: str, body: bytes, encoding: str) -> bool:
+    """Whether encoding ``text`` line by line in ``encoding`` gives back ``body`` byte for byte.
+
+    cp932 and big5 map several byte sequences to one character, utf-7 and the iso-2022 codecs
+    carry state: for them decode → encode can change bytes in lines nobody edited.
+    """
+    if codecs.lookup(encoding).name in _BIJECTIVE:
+        return True
+    try:
+        return b"".join(line.encode(encoding) for line in text.splitlines(keepends=True)) == body
+    except (UnicodeError, LookupError):
+        return False
 
 
 def detect_newline(text: str) -> str:
@@ -67,7 +91,8 @@ def decode(data: bytes, *, python: bool) -> Decoded:
         text = body.decode(encoding)
     except (UnicodeDecodeError, LookupError) as exc:
         raise SourceError("PRT002", f"not valid {encoding}: {exc}") from None
-    return Decoded(text=text, encoding=encoding, bom=bom, newline=detect_newline(text))
+    return Decoded(text=text, encoding=encoding, bom=bom, newline=detect_newline(text),
+                   exact=round_trips(text, body, encoding))
 
 
 def read_source(path: Path, *, python: bool, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[bytes, Decoded]:

@@ -449,7 +449,10 @@ class Cache:
                 # inside the target: descriptors only, no symlink followed (see porter.safewrite)
                 with RootWriter(self.root) as writer:
                     folder = posixpath.dirname(rel)
-                    writer.create(posixpath.join(folder, ".gitignore") if folder else ".gitignore", b"*\n")
+                    try:
+                        writer.create(posixpath.join(folder, ".gitignore") if folder else ".gitignore", b"*\n")
+                    except WriteRefused:
+                        pass  # something else is there (a planted symlink): leave it, never follow it
                     writer.put(rel, data)
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

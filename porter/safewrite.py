@@ -141,23 +141,27 @@ class RootWriter:
             raise
 
     def create(self, relpath: str, data: bytes) -> bool:
-        """Create a new file (folders as needed); False when something already exists there."""
+        """Create a new file (folders as needed); False when a regular file of that name exists already."""
         try:
             dfd, name = self._parent(relpath, create=True)
         except OSError as exc:
             raise WriteRefused(relpath, f"not created: {_why(exc)}") from None
         try:
             try:
-                os.stat(name, dir_fd=dfd, follow_symlinks=False)
-                return False  # a file, folder or symlink is already there: reuse, never replace
+                there = os.stat(name, dir_fd=dfd, follow_symlinks=False)
             except FileNotFoundError:
-                pass
+                there = None
+            if there is not None:
+                if stat.S_ISREG(there.st_mode):
+                    return False  # a file of that name appeared: reuse it, never replace it
+                raise WriteRefused(relpath, "not created: a symlink or folder is already there; porter neither "
+                                   "replaces nor follows it")
             tmp = self._write_temp(dfd, data, None, relpath)
             try:
                 # link() fails when the name appeared meanwhile: never replaces anything
                 os.link(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
             except FileExistsError:
-                return False
+                raise WriteRefused(relpath, "not created: something appeared at this path during the run") from None
             finally:
                 _unlink_quietly(tmp, dfd)
             return True

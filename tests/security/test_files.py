@@ -1,0 +1,247 @@
+"""Files and writes in a hostile target (issue 17, items 6-10, 18, 19 and siblings)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from cli_helpers import run_porter
+
+from porter import runner
+from porter.config import Settings
+from porter.discovery import SourceRef
+from porter.framework import RepoFacts
+
+REPO = Path(__file__).resolve().parents[2]
+LOCKED = 'from transformers import AutoModel\nm = AutoModel.from_pretrained("x", attn_implementation="flash_attention_2")\n'
+FIXED = LOCKED.replace('"flash_attention_2"', '"sdpa"')
+
+
+def _fix_run(root: Path) -> runner.RunResult:
+    return runner.run(root, [root], Settings(cache=False), "fix", jobs=1, use_cache=False)
+
+
+def _prt000(result: runner.RunResult) -> dict[str, str]:
+    return {f.path: f.message for f in result.findings if f.code == "PRT000"}
+
+
+# -- item 6: pre-commit passes file names after `--` ------------------------------------------
+
+def test_precommit_hooks_end_options_with_double_dash() -> None:
+    hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    assert hooks and all(h["entry"].split()[-1] == "--" for h in hooks), [h["entry"] for h in hooks]
+
+
+@pytest.mark.parametrize("command", ["check", "apply"])
+def test_file_named_like_an_option_is_a_file(tmp_path: Path, command: str) -> None:
+    (tmp_path / "--select=PRT999.py").write_text(LOCKED)
+    hooks = {h["id"]: h["entry"].split()[1:] for h in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())}
+    args = hooks["porter-check" if command == "check" else "porter-fix"]
+    proc = run_porter(*args, "--no-cache", "--select=PRT999.py", cwd=tmp_path)
+    if command == "check":
+        assert proc.returncode == 1 and b"PRT030" in proc.stdout, (proc.stdout, proc.stderr)
+    else:
+        assert proc.returncode == 0, proc.stderr
+        assert (tmp_path / "--select=PRT999.py").read_text() == FIXED
+
+
+# -- item 7: a root that is a symlink ----------------------------------------------------------
+
+def test_root_given_as_a_symlink_is_scanned(tmp_path: Path) -> None:
+    repo = tmp_path / "real"
+    repo.mkdir()
+    (repo / "m.py").write_text(LOCKED)
+    (tmp_path / "link").symlink_to(repo, target_is_directory=True)
+    for args in (("link",), ("--root", "link", "link"), ("--root", "link", "link/m.py")):
+        proc = run_porter("check", "--no-cache", *args, cwd=tmp_path)
+        assert proc.returncode == 1 and b"PRT030" in proc.stdout, (args, proc.stdout, proc.stderr)
+
+
+def test_nothing_scanned_is_never_silent(tmp_path: Path) -> None:
+    (tmp_path / "README").write_text("no code here\n")
+    proc = run_porter("check", "--no-cache", str(tmp_path))
+    assert proc.returncode == 0 and b"no files to analyse" in proc.stderr
+
+
+# -- item 8: a file edited while apply runs ------------------------------------------------------
+
+def test_file_edited_during_apply_is_not_overwritten(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOCKED)
+    (tmp_path / "b.py").write_text(LOCKED)
+    result = _fix_run(tmp_path)
+    assert {fr.relpath for fr in result.changed_files} == {"a.py", "b.py"}
+    edited = LOCKED + "# the user's new line\n"
+    (tmp_path / "a.py").write_text(edited)  # another process, between analysis and write
+    written = runner.write(result)
+    assert written == ["b.py"]
+    assert (tmp_path / "a.py").read_text() == edited
+    assert (tmp_path / "b.py").read_text() == FIXED
+    assert "changed on disk" in _prt000(result)["a.py"]
+
+
+# -- item 9: hard links, read-only files, owners ---------------------------------------------------
+
+def test_hard_linked_file_is_refused_not_split(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOCKED)
+    os.link(tmp_path / "a.py", tmp_path / "twin.txt")
+    result = _fix_run(tmp_path)
+    runner.write(result)
+    assert (tmp_path / "a.py").read_text() == LOCKED
+    assert os.stat(tmp_path / "a.py").st_ino == os.stat(tmp_path / "twin.txt").st_ino
+    assert "hard links" in _prt000(result)["a.py"]
+
+
+def test_read_only_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOCKED)
+    os.chmod(tmp_path / "a.py", 0o444)
+    (tmp_path / "b.py").write_text(LOCKED)
+    proc = run_porter("apply", "--no-cache", str(tmp_path))
+    assert proc.returncode == 2 and b"read-only" in proc.stderr, proc.stderr
+    assert (tmp_path / "a.py").read_text() == LOCKED
+    assert stat.S_IMODE(os.stat(tmp_path / "a.py").st_mode) == 0o444
+    assert (tmp_path / "b.py").read_text() == FIXED
+
+
+def test_mode_bits_are_kept(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOCKED)
+    os.chmod(tmp_path / "a.py", 0o751)
+    runner.write(_fix_run(tmp_path))
+    assert (tmp_path / "a.py").read_text() == FIXED
+    assert stat.S_IMODE(os.stat(tmp_path / "a.py").st_mode) == 0o751
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="only root can give a file away")
+def test_owner_and_group_are_kept_when_run_as_root(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOCKED)
+    os.chown(tmp_path / "a.py", 4321, 4322)
+    runner.write(_fix_run(tmp_path))
+    st = os.stat(tmp_path / "a.py")
+    assert (tmp_path / "a.py").read_text() == FIXED
+    assert (st.st_uid, st.st_gid) == (4321, 4322)
+
+
+def test_file_of_another_user_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a.py").write_text(LOCKED)
+    result = _fix_run(tmp_path)
+    mine = os.stat(tmp_path / "a.py").st_uid
+    monkeypatch.setattr(os, "geteuid", lambda: mine + 1 if mine + 1 != 0 else mine + 2)
+    runner.write(result)
+    assert (tmp_path / "a.py").read_text() == LOCKED
+    assert "another user" in _prt000(result)["a.py"]
+
+
+# -- item 10: encodings that do not round-trip -------------------------------------------------
+
+@pytest.mark.parametrize(("encoding", "odd"), [
+    ("cp932", b'x = "\x87\x90"  # NEC row 13: encodes back as 81 be\n'),
+    ("big5", b'x = "\xa1\xfe"\n'),
+    ("utf-7", b'x = "+AOk-"\n'),
+])
+def test_non_round_trip_encodings_are_reported_not_edited(tmp_path: Path, encoding: str, odd: bytes) -> None:
+    data = f"# -*- coding: {encoding} -*-\n".encode() + odd + LOCKED.encode()
+    (tmp_path / "a.py").write_bytes(data)
+    proc = run_porter("apply", "--no-cache", str(tmp_path))
+    assert (tmp_path / "a.py").read_bytes() == data
+    assert proc.returncode == 2 and b"PRT000" in proc.stderr and b"round-trip" in proc.stderr, proc.stderr
+    dry = run_porter("apply", "--dry-run", "--no-cache", str(tmp_path))
+    assert dry.stdout == b""
+
+
+def test_round_trip_exact_legacy_encoding_is_still_fixed(tmp_path: Path) -> None:
+    data = b"# -*- coding: cp932 -*-\n" + '# 日本語のコメント\n'.encode("cp932") + LOCKED.encode()
+    (tmp_path / "a.py").write_bytes(data)
+    assert run_porter("apply", "--no-cache", str(tmp_path)).returncode == 0
+    assert (tmp_path / "a.py").read_bytes() == data.replace(b'"flash_attention_2"', b'"sdpa"')
+
+
+# -- item 18: write errors are per file ---------------------------------------------------------
+
+def test_write_error_is_reported_and_the_run_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("a.py", "b.py", "c.py"):
+        (tmp_path / name).write_text(LOCKED)
+    result = _fix_run(tmp_path)
+    real_replace = os.replace
+
+    def full_disk(src, dst, *args, **kwargs):  # noqa: ANN001, ANN202
+        if str(dst).endswith("b.py"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    written = runner.write(result)
+    assert written == ["a.py", "c.py"]
+    assert (tmp_path / "b.py").read_text() == LOCKED
+    assert "no space left" in _prt000(result)["b.py"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".porter-")]  # no temp file left
+
+
+# -- item 19: the per-file limit is CPU time -----------------------------------------------------
+
+def test_timeout_counts_cpu_not_wall_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a.py").write_text(LOCKED)
+
+    def slow_but_idle(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - a loaded machine: waiting, not computing
+        time.sleep(1.0)
+        return []
+
+    monkeypatch.setattr(runner, "analyze", slow_but_idle)
+    settings = Settings(timeout=0.3, cache=False)
+    result = runner.process_file(SourceRef("a.py", "python"), str(tmp_path), settings, RepoFacts(), "audit")
+    assert [f.code for f in result.findings] == []
+
+    def busy(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        end = time.process_time() + 5
+        while time.process_time() < end:
+            pass
+        return []
+
+    monkeypatch.setattr(runner, "analyze", busy)
+    result = runner.process_file(SourceRef("a.py", "python"), str(tmp_path), settings, RepoFacts(), "audit")
+    assert [f.code for f in result.findings] == ["PRT008"]
+
+
+# -- siblings -------------------------------------------------------------------------------------
+
+def test_folder_swapped_for_a_symlink_during_apply_is_not_followed(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_text(LOCKED)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.py").write_text(LOCKED)
+    result = _fix_run(root)
+    shutil.rmtree(root / "pkg")
+    (root / "pkg").symlink_to(outside, target_is_directory=True)
+    assert runner.write(result) == []
+    assert (outside / "a.py").read_text() == LOCKED
+    assert "symlink" in _prt000(result)["pkg/a.py"]
+
+
+def test_new_file_never_replaces_or_follows_what_is_there(tmp_path: Path) -> None:
+    gate = "import torch\n\nuse_bf16 = torch.cuda.get_device_capability()[0] >= 8\n"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "model.py").write_text(gate)
+    result = _fix_run(root)
+    [new] = [p for fr in result.files for p in fr.new_files]
+    (root / new).symlink_to(outside / "planted.py")  # dangling, planted after the analysis
+    runner.write(result)
+    assert not (outside / "planted.py").exists()
+    # the fixed file would import a module porter could not create: it is left alone too
+    assert (root / "model.py").read_text() == gate
+    assert "could not create" in _prt000(result)["model.py"] or new in _prt000(result)
+
+
+def test_file_name_with_a_newline_is_written_in_place(tmp_path: Path) -> None:
+    (tmp_path / "odd\nname.py").write_text(LOCKED)
+    runner.write(_fix_run(tmp_path))
+    assert (tmp_path / "odd\nname.py").read_text() == FIXED
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["odd\nname.py"]

@@ -75,11 +75,28 @@ KNOWN_KEYS = {
 # family options whose value is a path inside the target (a file porter creates lives there)
 PATH_OPTIONS = {("devices", "path"), ("warp_size", "header-dir")}
 MAX_FILE_SIZE_CEILING = 256 * 1024 * 1024  # whatever a config says, porter never reads more per file
+CONFIG_LIMIT = 16 * 1024 * 1024  # a config file larger than this is refused
 _PORTER_TABLE_RE = re.compile(r"^\s*\[{1,2}\s*[\"']?tool[\"']?\s*\.\s*[\"']?porter\b", re.M)
 
 
 class ConfigError(Exception):
     pass
+
+
+MAX_STARS_PER_SEGMENT = 3
+
+
+def pattern_is_tame(pattern: str) -> bool:
+    """Whether a gitignore-style pattern is cheap to match.
+
+    pathspec compiles patterns to backtracking regular expressions: ``*a*a*a*a*b`` against a long
+    file name takes seconds, one more star minutes. porter refuses (config) or drops (.gitignore)
+    a pattern with more than three single-star wildcards in one path segment.
+    """
+    for segment in pattern.split("/"):
+        if segment != "**" and len(re.findall(r"\*+", segment)) > MAX_STARS_PER_SEGMENT:
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -207,6 +224,10 @@ def from_table(table: dict[str, Any], base: Settings | None = None, source: str 
         elif norm in {"exclude", "extend-exclude"}:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ConfigError(f"`{key}` must be a list of patterns")
+            for pattern in value:
+                if not pattern_is_tame(pattern):
+                    raise ConfigError(f"`{key}` pattern {pattern!r} has more than {MAX_STARS_PER_SEGMENT} `*` "
+                                      "in one path segment (too slow to match); simplify it")
             changes[attr] = tuple(value)
         elif norm == "per-file-ignores":
             if not isinstance(value, dict):
@@ -245,12 +266,16 @@ def from_table(table: dict[str, Any], base: Settings | None = None, source: str 
 
 
 def load_file(path: Path) -> dict[str, Any]:
+    from .textio import read_bounded
+
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_bounded(path, CONFIG_LIMIT).decode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"invalid TOML in {path}: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"invalid TOML in {path}: nested too deeply") from None
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
         raise ConfigError(f"`tool` in {path} must be a table")
@@ -293,16 +318,17 @@ def find_config(root: Path, notes: list[str] | None = None) -> Path | None:
         return None
     if not pyproject.is_file():
         return None
+    from .textio import read_bounded
+
     try:
-        with open(pyproject, "rb") as fh:
-            raw = fh.read(MAX_FILE_SIZE_CEILING + 1)
+        raw = read_bounded(pyproject, CONFIG_LIMIT)
     except OSError as exc:
         if notes is not None:
             notes.append(f"cannot read {pyproject}: {exc.strerror or exc}; no [tool.porter] settings used")
         return None
     try:
         data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
         if _PORTER_TABLE_RE.search(raw.decode("utf-8", "replace")):
             raise ConfigError(f"invalid TOML in {pyproject}, which holds [tool.porter]: {exc}") from None
         if notes is not None:
@@ -320,7 +346,7 @@ def parse_override(text: str) -> dict[str, Any]:
     """``KEY=VALUE`` in TOML syntax, e.g. ``select=["PRT1"]`` or ``attention.min-torch="2.5"``."""
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
         raise ConfigError(f"invalid --config override {text!r}: {exc}") from None
     return data
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +19,11 @@ from pathlib import Path
 import pathspec
 
 from . import languages
-from .config import Settings
+from .config import Settings, pattern_is_tame
 from .findings import Finding
+from .textio import read_bounded
+
+GITIGNORE_LIMIT = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -105,10 +109,11 @@ def _walk(directory: Path, root: Path, settings: Settings) -> list[tuple[str, st
         rel_dir = relpath_of(Path(current), root) or ""
         if settings.respect_gitignore and ".gitignore" in filenames:
             try:
-                with open(os.path.join(current, ".gitignore"), encoding="utf-8", errors="replace") as fh:
-                    specs.append((rel_dir, pathspec.GitIgnoreSpec.from_lines(fh.read().splitlines())))
+                data = read_bounded(os.path.join(current, ".gitignore"), GITIGNORE_LIMIT)
+                lines = [line for line in data.decode("utf-8", "replace").splitlines() if pattern_is_tame(line)]
+                specs.append((rel_dir, pathspec.GitIgnoreSpec.from_lines(lines)))
             except OSError:
-                pass
+                pass  # a .gitignore that is a symlink, a FIFO or huge is not read
 
         def ignored(rel: str, is_dir: bool) -> bool:
             for base, spec in specs:
@@ -159,8 +164,15 @@ def discover(root: Path, paths: list[Path], settings: Settings, *, force_exclude
             return
         if language is None:
             return
-        if not os.path.exists(full):
+        try:
+            mode = os.lstat(full).st_mode
+        except OSError:
             return  # listed by git but deleted in the work tree
+        if not stat.S_ISREG(mode):
+            if not stat.S_ISDIR(mode):  # a FIFO, socket or device named like a source file
+                result.problems.append(_problem("PRT005", rel, "not a regular file (FIFO, socket or device); "
+                                                "skipped"))
+            return
         result.files.append(SourceRef(rel, language))
 
     for path in paths or [root]:

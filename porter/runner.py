@@ -33,7 +33,7 @@ from .findings import Finding
 from .framework import RepoFacts
 from .patchset import FileChange, Patch, PatchSeries
 from .safewrite import RootWriter, WriteRefused, content_digest
-from .textio import Decoded, SourceError, atomic_write, read_source
+from .textio import READ_FLAGS, Decoded, SourceError, atomic_write, read_bounded, read_source
 
 Mode = Literal["audit", "fix"]
 MANIFEST_LANGUAGES = {languages.REQUIREMENTS, languages.PYPROJECT, languages.SETUP_CFG, languages.CONDA}
@@ -198,6 +198,18 @@ def _time_limit(seconds: float):  # type: ignore[no-untyped-def]
             signal.signal(signal.SIGPROF, old)
 
 
+def _encodes_exactly(decoded: Decoded, texts: Sequence[str]) -> bool:
+    if decoded.encoding in ("utf-8", "utf_8"):
+        return True
+    for text in texts:
+        try:
+            if decoded.decode_back(decoded.encode(text)) != text:
+                return False
+        except (UnicodeError, LookupError):
+            return False
+    return True
+
+
 def _imports_of(text: str) -> frozenset[str]:
     return frozenset(a or b for a, b in _IMPORT_RE.findall(text))
 
@@ -244,6 +256,15 @@ def process_file(ref: SourceRef, root: str, settings: Settings, facts: RepoFacts
                     for fam, files in outcome.new_files_by_family.items()
                 }
                 final = outcome.text
+                if result.stages and not _encodes_exactly(decoded, [st.after for st in result.stages]):
+                    # a fix or annotation brought a character the file's encoding cannot hold
+                    result.findings = [Finding(
+                        code="PRT000", path=ref.relpath,
+                        message=f"the fixed text cannot be written in the file's encoding ({decoded.encoding}); "
+                                "porter reports its findings but does not edit it")] + analyze(
+                        ref.relpath, decoded.text, ref.language, settings, facts)
+                    result.fixed, result.stages, result.new_files, result.new_files_by_family = [], [], {}, {}
+                    final = decoded.text
     except _Timeout:
         result.findings = [Finding(code="PRT008", message=f"analysis used more than {settings.timeout:g} s of "
                                    "CPU time; file skipped", path=ref.relpath)]
@@ -366,7 +387,7 @@ class Cache:
         if rel is not None and os.path.realpath(self.path.parent) != os.path.normpath(str(self.path.parent)):
             return None  # a folder on the way is a symlink: do not read through it
         try:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            fd = os.open(self.path, READ_FLAGS)
         except OSError:
             return None
         try:
@@ -397,7 +418,7 @@ class Cache:
     def digest(root: str, ref: SourceRef, max_bytes: int) -> str | None:
         """Content hash of a file of at most ``max_bytes`` (never more is read); None otherwise."""
         try:
-            fd = os.open(os.path.join(root, ref.relpath), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            fd = os.open(os.path.join(root, ref.relpath), READ_FLAGS)
         except OSError:
             return None
         try:
@@ -522,8 +543,7 @@ def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | No
                 candidates.append(name)
     for rel in candidates:
         try:
-            with open(root / rel, "rb") as fh:
-                data = fh.read(4 * 1024 * 1024)
+            data = read_bounded(root / rel, settings.max_file_size if settings else 4 * 1024 * 1024)
             manifest_texts[rel] = data.decode("utf-8", "replace")
         except OSError:
             continue

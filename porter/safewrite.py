@@ -233,7 +233,7 @@ class RootWriter:
     def _check_unchanged(dfd: int, name: str, relpath: str, st: os.stat_result, expected: str) -> None:
         changed = WriteRefused(relpath, "changed on disk while porter ran; not written (run porter again)")
         try:
-            fd = os.open(name, os.O_RDONLY | _NOFOLLOW | _CLOEXEC, dir_fd=dfd)
+            fd = os.open(name, os.O_RDONLY | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0), dir_fd=dfd)
         except OSError:
             raise changed from None
         try:

@@ -16,6 +16,30 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+# O_NONBLOCK: opening a FIFO named like a source file must not hang the run (fstat then refuses it)
+READ_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+              | getattr(os, "O_CLOEXEC", 0))
+
+
+def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
+    """At most ``limit`` bytes of a regular file, without following a final symlink or blocking.
+
+    Raises OSError when it cannot be opened, is not a regular file, or is larger than ``limit``.
+    """
+    fd = os.open(path, READ_FLAGS)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{os.fspath(path)}: not a regular file")
+        if st.st_size > limit:
+            raise OSError(f"{os.fspath(path)}: larger than {limit} bytes")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise OSError(f"{os.fspath(path)}: larger than {limit} bytes")
+    return data
 
 
 class SourceError(Exception):
@@ -43,6 +67,11 @@ class Decoded:
             # ``exact`` when the file was read); a stateful codec cannot carry state across lines
             data = b"".join(line.encode(self.encoding) for line in text.splitlines(keepends=True))
         return (codecs.BOM_UTF8 + data) if self.bom else data
+
+    def decode_back(self, data: bytes) -> str:
+        """Decode bytes produced by :meth:`encode` (to check that a text survives the trip)."""
+        body = data[3:] if self.bom and data.startswith(codecs.BOM_UTF8) else data
+        return body.decode(self.encoding)
 
 
 # codecs whose decode/encode is a byte-exact round trip for every input they decode
@@ -98,7 +127,7 @@ def decode(data: bytes, *, python: bool) -> Decoded:
 def read_source(path: Path, *, python: bool, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[bytes, Decoded]:
     """Read ``path`` without following a final symlink; raise SourceError on any problem."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(path, READ_FLAGS)
     except FileNotFoundError:
         raise SourceError("PRT005", "file vanished before it could be read") from None
     except OSError as exc:

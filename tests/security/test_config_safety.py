@@ -188,3 +188,37 @@ def test_jobs_are_capped_at_cpus_and_files(tmp_path: Path, monkeypatch: pytest.M
     runner.run(tmp_path, [tmp_path], settings, "audit", use_cache=False)
     assert seen[-1] == 30
 
+
+
+def test_deeply_nested_pyproject_is_not_an_internal_error(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("import flash_attn\n")
+    deep = "[" * 50000 + "]" * 50000
+    (tmp_path / "pyproject.toml").write_text(f"[project]\nx = {deep}\n")
+    proc = run_porter("check", "--no-cache", str(tmp_path))
+    assert proc.returncode == 1 and b"not valid TOML" in proc.stderr, proc.stderr
+    (tmp_path / "pyproject.toml").write_text(f"[tool.porter]\nselect = {deep}\n")
+    proc = run_porter("check", "--no-cache", str(tmp_path))
+    assert proc.returncode == 2 and b"config error" in proc.stderr, proc.stderr
+
+
+def test_exponential_exclude_pattern_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / ("a" * 200 + ".py")).write_text("import flash_attn\n")
+    (tmp_path / "pyproject.toml").write_text('[tool.porter]\nexclude = ["' + "*a" * 25 + 'b"]\n')
+    proc = run_porter("check", "--no-cache", str(tmp_path), timeout=60)
+    assert proc.returncode == 2 and b"too slow to match" in proc.stderr, proc.stderr
+
+
+def test_exponential_gitignore_pattern_does_not_hang_discovery(tmp_path: Path) -> None:
+    (tmp_path / ("a" * 200 + ".py")).write_text("import flash_attn\n")
+    (tmp_path / ".gitignore").write_text("*a" * 25 + "b\n*.log\n")
+    (tmp_path / "x.log.py").write_text("import flash_attn\n")
+    proc = run_porter("check", "--no-cache", str(tmp_path), timeout=60)
+    assert proc.returncode == 1 and b"aaaa" in proc.stdout, proc.stderr
+
+
+def test_tame_patterns_still_work() -> None:
+    from porter.config import pattern_is_tame
+
+    for ok in ("*.py[cod]", "**/build/*-*.o", "third_party/", ".*.sw?", "*_*_*.txt"):
+        assert pattern_is_tame(ok), ok
+    assert not pattern_is_tame("*a*b*c*d")

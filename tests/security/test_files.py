@@ -245,3 +245,35 @@ def test_file_name_with_a_newline_is_written_in_place(tmp_path: Path) -> None:
     runner.write(_fix_run(tmp_path))
     assert (tmp_path / "odd\nname.py").read_text() == FIXED
     assert sorted(p.name for p in tmp_path.iterdir()) == ["odd\nname.py"]
+
+
+def test_fifo_named_like_a_source_file_does_not_hang(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "x.py")
+    os.mkfifo(tmp_path / "requirements.txt")
+    (tmp_path / "a.py").write_text(LOCKED)
+    for extra in ((), ("--no-cache",)):
+        proc = run_porter("check", *extra, str(tmp_path), timeout=60)
+        assert proc.returncode == 1, proc.stderr
+        assert b"a.py:2" in proc.stdout and b"x.py:1:1: PRT005 not a regular file" in proc.stdout
+
+
+def test_fix_that_the_files_encoding_cannot_hold_is_not_written(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    data = b"# -*- coding: ascii -*-\n" + LOCKED.encode()
+    (tmp_path / "a.py").write_bytes(data)
+    real_fix = runner.fix
+
+    def fix_with_an_arrow(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - e.g. an annotation with a non-ASCII message
+        out = real_fix(*args, **kwargs)
+        last = out.stages[-1]
+        out.stages[-1] = type(last)(last.family, last.wrap, last.before, last.after + "# \u2192\n", last.findings)
+        out.text = out.stages[-1].after
+        return out
+
+    monkeypatch.setattr(runner, "fix", fix_with_an_arrow)
+    result = _fix_run(tmp_path)
+    assert result.changed_files == []
+    result.series().render()  # nothing left that cannot be encoded
+    runner.write(result)
+    assert (tmp_path / "a.py").read_bytes() == data
+    assert "cannot be written in the file's encoding" in _prt000(result)["a.py"]

@@ -192,6 +192,15 @@ def _run(kw: dict[str, Any], mode: str, unsafe: bool | None = None):  # type: ig
     return result, console
 
 
+def _shown(text: str) -> str:
+    """Target-controlled text (file names, quoted source) for a rich console: no markup, no control codes."""
+    from rich.markup import escape
+
+    from .reporters import printable
+
+    return escape(printable(text))
+
+
 def _stdin_mode(kw: dict[str, Any]) -> bool:
     return any(str(p) == "-" for p in kw["paths"])
 
@@ -370,7 +379,8 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
     fixed = result.fixed
     if show_fixes or kw.get("verbose"):
         for f in fixed:
-            console.print(f"  fixed {f.path}:{f.line}:{f.column} {f.code} {f.message}", highlight=False)
+            console.print(f"  fixed {_shown(f.path)}:{f.line}:{f.column} {f.code} {_shown(f.message)}",
+                          highlight=False)
     remaining = [f for f in result.findings if reporters.severity_of(f).value != "info"]
     unsafe_left = sum(1 for f in remaining if f.fix.value == "unsafe")
     verb = "would fix" if dry_run or patch_dir else "fixed"
@@ -382,7 +392,7 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
     )
     errors = [f for f in result.findings if f.code.startswith("PRT00")]
     for f in errors:
-        console.print(f"  [red]{f.code}[/red] {f.path}: {f.message}", highlight=False)
+        console.print(f"  [red]{f.code}[/red] {_shown(f.path)}: {_shown(f.message)}", highlight=False)
     if dry_run:
         sys.exit(EXIT_FINDINGS if changed else EXIT_OK)
     if any(f.code == "PRT000" for f in result.findings):

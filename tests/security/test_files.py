@@ -277,3 +277,17 @@ def test_fix_that_the_files_encoding_cannot_hold_is_not_written(tmp_path: Path,
     runner.write(result)
     assert (tmp_path / "a.py").read_bytes() == data
     assert "cannot be written in the file's encoding" in _prt000(result)["a.py"]
+
+
+def test_file_names_cannot_forge_or_hide_output_lines(tmp_path: Path) -> None:
+    (tmp_path / "evil\rclean.py").write_text("import flash_attn\n")
+    (tmp_path / "x.py,line=99\n::error file=forged.py").write_text("import flash_attn\n")
+    (tmp_path / "[bold]b.py").write_text("def (\n")
+    concise = run_porter("check", "--no-cache", str(tmp_path)).stdout.decode()
+    assert "evil\\rclean.py:1:8: PRT011" in concise and "\r" not in concise
+    assert "x.py,line=99\\n::error file=forged.py:1:8: PRT011" in concise
+    github = run_porter("check", "--format", "github", "--no-cache", str(tmp_path)).stdout.decode()
+    assert all(line.startswith("::") for line in github.splitlines())
+    assert "file=x.py%2Cline=99%0A%3A%3Aerror file=forged.py," in github
+    applied = run_porter("apply", "--no-cache", str(tmp_path))
+    assert b"[bold]b.py: syntax error" in applied.stderr, applied.stderr

@@ -57,6 +57,9 @@ class PorterGroup(click.Group):
                 click.echo(f"porter: config error: {exc}", err=True)
             elif isinstance(exc, FamilyLoadError):
                 click.echo(f"porter: {exc}", err=True)
+            elif isinstance(exc, OSError) and exc.filename is not None:
+                # an output path of the user's (-o, --patch-dir): a plain message, not a crash
+                click.echo(f"porter: error: {exc.filename}: {exc.strerror or exc}", err=True)
             else:
                 click.echo(f"porter: internal error: {type(exc).__name__}: {exc}", err=True)
                 if os.environ.get("PORTER_DEBUG"):
@@ -229,7 +232,10 @@ def _emit(text: str, output: Path | None) -> None:
         return
     from .textio import atomic_write
 
-    atomic_write(output, text.encode("utf-8"))
+    try:
+        atomic_write(output, text.encode("utf-8"))
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(output)) from None
 
 
 # -- audit ----------------------------------------------------------------------------------

@@ -291,3 +291,11 @@ def test_file_names_cannot_forge_or_hide_output_lines(tmp_path: Path) -> None:
     assert "file=x.py%2Cline=99%0A%3A%3Aerror file=forged.py," in github
     applied = run_porter("apply", "--no-cache", str(tmp_path))
     assert b"[bold]b.py: syntax error" in applied.stderr, applied.stderr
+
+
+def test_unwritable_report_path_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOCKED)
+    out = tmp_path / "missing" / "report.json"
+    proc = run_porter("audit", "--format", "json", "-o", str(out), "--no-cache", str(tmp_path))
+    assert proc.returncode == 2 and b"internal error" not in proc.stderr
+    assert str(out).encode() in proc.stderr

@@ -93,7 +93,7 @@ def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all cores; 1 = serial)."),
         click.option("--force-exclude", is_flag=True, help="Apply configured excludes to files named on the command line too (pre-commit)."),
         click.option("--no-cache", is_flag=True, help="Do not read or write the audit cache."),
-        click.option("--timeout", type=float, default=None, help="Seconds allowed per file (default 60)."),
+        click.option("--timeout", type=float, default=None, help="CPU seconds allowed per file (default 60)."),
         click.option("--stdin-filename", default=None, help="File name to assume for '-' (stdin)."),
         click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary or progress."),
         click.option("-v", "--verbose", is_flag=True, help="Print timing and per-file details."),

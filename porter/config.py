@@ -7,7 +7,7 @@ Keys (kebab-case, as in Ruff):
 - ``exclude`` / ``extend-exclude``: gitignore-style patterns
 - ``unsafe-fixes``: bool
 - ``max-file-size``: bytes (default 4 MiB)
-- ``timeout``: seconds per file (default 60)
+- ``timeout``: CPU seconds per file (default 60; between 1 ms and a day)
 - ``jobs``: worker processes (default: all cores)
 - ``cache``: bool (default true), ``cache-dir`` (default: the user's cache folder,
   ``$XDG_CACHE_HOME/porter``; in the target's own config only a folder inside the root)
@@ -20,6 +20,7 @@ Keys (kebab-case, as in Ruff):
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import posixpath
 import re
@@ -173,6 +174,18 @@ class Settings:
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
+MAX_TIMEOUT = 24 * 3600.0
+MIN_TIMEOUT = 0.001
+
+
+def _timeout(value: float) -> float:
+    """A per-file CPU-time limit: finite, between 1 ms and a day (``inf``, ``nan`` and values the
+    interval timer cannot hold or rounds to zero, which would disable the limit, are errors)."""
+    if not math.isfinite(value) or not MIN_TIMEOUT <= value <= MAX_TIMEOUT:
+        raise ConfigError(f"`timeout` must be between {MIN_TIMEOUT:g} and {MAX_TIMEOUT:g} seconds, not {value!r}")
+    return value
+
+
 def _best(code: str, selectors: tuple[str, ...]) -> int:
     """Length of the longest selector matching ``code`` (ALL counts as 0), -1 if none."""
     best = -1
@@ -244,9 +257,9 @@ def from_table(table: dict[str, Any], base: Settings | None = None, source: str 
                 raise ConfigError(f"`{key}` must be at most {MAX_FILE_SIZE_CEILING} bytes")
             changes[attr] = value
         elif norm == "timeout":
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise ConfigError("`timeout` must be a positive number of seconds")
-            changes[attr] = float(value)
+            changes[attr] = _timeout(float(value))
         elif norm == "cache-dir":
             if not isinstance(value, str) or not value.strip() or "\0" in value:
                 raise ConfigError("`cache-dir` must be a folder name")
@@ -422,6 +435,8 @@ def resolve(root: Path, request: ConfigRequest) -> Settings:
     if request.unsafe_fixes is not None:
         changes["unsafe_fixes"] = request.unsafe_fixes
     changes.update(request.extra)
+    if "timeout" in changes:
+        changes["timeout"] = _timeout(float(changes["timeout"]))
     if notes:
         changes["notes"] = settings.notes + tuple(notes)
     settings = replace(settings, **changes)

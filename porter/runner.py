@@ -355,12 +355,15 @@ class Cache:
 
     def __init__(self, root: Path, key: str, directory: Path | None = None) -> None:
         self.root = os.path.realpath(root)
-        base = user_cache_dir()
-        self.secret = _cache_secret(base)
+        try:
+            base = user_cache_dir()
+        except (RuntimeError, KeyError, OSError):  # no home folder: run without a cache
+            base = None
+        self.secret = _cache_secret(base) if base is not None else None
         self.key = key
         scope = hashlib.blake2b(f"{self.root}\0{key}".encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
         if directory is None:
-            directory = base / "audit"
+            directory = (base or Path(self.root, ".porter_cache")) / "audit"  # unused without a secret
         elif not directory.is_absolute():
             directory = Path(self.root, directory)
         self.path = directory / f"audit-{scope}.json"

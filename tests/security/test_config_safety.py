@@ -222,3 +222,14 @@ def test_tame_patterns_still_work() -> None:
     for ok in ("*.py[cod]", "**/build/*-*.o", "third_party/", ".*.sw?", "*_*_*.txt"):
         assert pattern_is_tame(ok), ok
     assert not pattern_is_tame("*a*b*c*d")
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1e308", "1e-300"])
+def test_timeout_that_would_crash_or_disable_the_limit_is_a_config_error(tmp_path: Path, value: str) -> None:
+    (tmp_path / "m.py").write_text("import flash_attn\n")
+    (tmp_path / "pyproject.toml").write_text(f"[tool.porter]\ntimeout = {value}\n")
+    proc = run_porter("check", "--no-cache", str(tmp_path))
+    assert proc.returncode == 2 and b"config error" in proc.stderr and b"timeout" in proc.stderr, proc.stderr
+    (tmp_path / "pyproject.toml").unlink()
+    proc = run_porter("check", "--no-cache", "--timeout", value, str(tmp_path))
+    assert proc.returncode == 2 and b"config error" in proc.stderr, proc.stderr

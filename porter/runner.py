@@ -198,6 +198,12 @@ def _time_limit(seconds: float):  # type: ignore[no-untyped-def]
             signal.signal(signal.SIGPROF, old)
 
 
+def _reusable(root: str, relpath: str) -> bool:
+    """An existing file a fix would create can be reused when it is a regular file in the root."""
+    full = os.path.join(root, relpath)
+    return os.path.isfile(full) and is_within(os.path.realpath(full), os.path.realpath(root))
+
+
 def _encodes_exactly(decoded: Decoded, texts: Sequence[str]) -> bool:
     if decoded.encoding in ("utf-8", "utf_8"):
         return True
@@ -256,12 +262,18 @@ def process_file(ref: SourceRef, root: str, settings: Settings, facts: RepoFacts
                     for fam, files in outcome.new_files_by_family.items()
                 }
                 final = outcome.text
-                if result.stages and not _encodes_exactly(decoded, [st.after for st in result.stages]):
+                blocked = [p for p in outcome.new_files if os.path.lexists(os.path.join(root, p))
+                           and not _reusable(root, p)]
+                why = ""
+                if blocked:
+                    why = (f"its fix needs {blocked[0]}, and what is there is not a regular file inside the root "
+                           "(a folder, or a dangling or outside symlink); porter does not edit this file")
+                elif result.stages and not _encodes_exactly(decoded, [st.after for st in result.stages]):
                     # a fix or annotation brought a character the file's encoding cannot hold
-                    result.findings = [Finding(
-                        code="PRT000", path=ref.relpath,
-                        message=f"the fixed text cannot be written in the file's encoding ({decoded.encoding}); "
-                                "porter reports its findings but does not edit it")] + analyze(
+                    why = (f"the fixed text cannot be written in the file's encoding ({decoded.encoding}); "
+                           "porter reports its findings but does not edit it")
+                if why:
+                    result.findings = [Finding(code="PRT000", path=ref.relpath, message=why)] + analyze(
                         ref.relpath, decoded.text, ref.language, settings, facts)
                     result.fixed, result.stages, result.new_files, result.new_files_by_family = [], [], {}, {}
                     final = decoded.text

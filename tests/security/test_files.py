@@ -299,3 +299,24 @@ def test_unwritable_report_path_is_an_error_not_a_crash(tmp_path: Path) -> None:
     proc = run_porter("audit", "--format", "json", "-o", str(out), "--no-cache", str(tmp_path))
     assert proc.returncode == 2 and b"internal error" not in proc.stderr
     assert str(out).encode() in proc.stderr
+
+
+@pytest.mark.parametrize("kind", ["folder", "dangling", "outside"])
+def test_fix_needing_a_module_whose_name_is_taken_by_a_non_file_is_not_applied(tmp_path: Path, kind: str) -> None:
+    gate = "import torch\n\nuse_bf16 = torch.cuda.get_device_capability()[0] >= 8\n"
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "model.py").write_text(gate)
+    module = root / "porter_device.py"
+    if kind == "folder":
+        module.mkdir()
+    elif kind == "dangling":
+        module.symlink_to(tmp_path / "nowhere.py")
+    else:
+        (tmp_path / "elsewhere.py").write_text("x = 1\n")
+        module.symlink_to(tmp_path / "elsewhere.py")
+    result = _fix_run(root)
+    assert result.changed_files == []
+    assert "not a regular file inside the root" in _prt000(result)["model.py"]
+    runner.write(result)
+    assert (root / "model.py").read_text() == gate

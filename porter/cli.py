@@ -18,6 +18,7 @@ import click
 from . import __version__
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+NOT_ANALYSED = frozenset({"PRT003", "PRT004"})  # binary, too large: `check` fails on them
 
 
 LAZY_COMMANDS = {"migrate": ("porter.migrate", "migrate"), "doctor": ("porter.doctor", "doctor")}
@@ -311,7 +312,9 @@ def check(fmt: str, exit_zero: bool, include_benign: bool, **kw: Any) -> None:
         result, _ = _run(kw, "audit")
         findings, root = result.findings, result.root
     if not include_benign:
-        findings = [f for f in findings if reporters.severity_of(f) != Severity.INFO]
+        # a file porter could not analyse (binary, too large) is never a silent pass: padding a file
+        # past max-file-size or adding one NUL byte must not hide what it holds (exclude it explicitly)
+        findings = [f for f in findings if reporters.severity_of(f) != Severity.INFO or f.code in NOT_ANALYSED]
     if fmt == "json":
         click.echo(reporters.render_json(findings), nl=False)
     elif fmt == "sarif":

@@ -320,3 +320,15 @@ def test_fix_needing_a_module_whose_name_is_taken_by_a_non_file_is_not_applied(t
     assert "not a regular file inside the root" in _prt000(result)["model.py"]
     runner.write(result)
     assert (root / "model.py").read_text() == gate
+
+
+def test_check_does_not_pass_files_it_could_not_analyse(tmp_path: Path) -> None:
+    # one NUL byte in a comment (compilers ignore it) or padding past max-file-size hid the lock-in
+    (tmp_path / "k.cu").write_bytes(b"// \x00\n__global__ void k() { unsigned m = __ballot_sync(0xffffffff, 1); }\n")
+    (tmp_path / "pyproject.toml").write_text("[tool.porter]\nmax-file-size = 2000\n")
+    (tmp_path / "big.py").write_text(LOCKED + "#" * 3000 + "\n")
+    proc = run_porter("check", "--no-cache", str(tmp_path))
+    assert proc.returncode == 1, proc.stderr
+    assert b"k.cu:1:1: PRT003" in proc.stdout and b"big.py:1:1: PRT004" in proc.stdout
+    (tmp_path / "pyproject.toml").write_text('[tool.porter]\nmax-file-size = 2000\nextend-exclude = ["big.py", "k.cu"]\n')
+    assert run_porter("check", "--no-cache", str(tmp_path)).returncode == 0  # an explicit, visible choice

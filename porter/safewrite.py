@@ -162,6 +162,10 @@ class RootWriter:
                 os.link(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
             except FileExistsError:
                 raise WriteRefused(relpath, "not created: something appeared at this path during the run") from None
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+                    raise
+                self._create_exclusive(dfd, name, data, relpath)  # a file system without hard links
             finally:
                 _unlink_quietly(tmp, dfd)
             return True
@@ -169,6 +173,26 @@ class RootWriter:
             raise WriteRefused(relpath, f"not created: {_why(exc)}") from None
         finally:
             os.close(dfd)
+
+    @staticmethod
+    def _create_exclusive(dfd: int, name: str, data: bytes, relpath: str) -> None:
+        try:
+            umask = os.umask(0)
+            os.umask(umask)
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o666 & ~umask,
+                         dir_fd=dfd)
+        except FileExistsError:
+            raise WriteRefused(relpath, "not created: something appeared at this path during the run") from None
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            _unlink_quietly(name, dfd)
+            raise
+        os.close(fd)
 
     def put(self, relpath: str, data: bytes) -> None:
         """Create or replace porter's own file (the cache), folders as needed, never through a symlink."""

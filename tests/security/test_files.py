@@ -332,3 +332,19 @@ def test_check_does_not_pass_files_it_could_not_analyse(tmp_path: Path) -> None:
     assert b"k.cu:1:1: PRT003" in proc.stdout and b"big.py:1:1: PRT004" in proc.stdout
     (tmp_path / "pyproject.toml").write_text('[tool.porter]\nmax-file-size = 2000\nextend-exclude = ["big.py", "k.cu"]\n')
     assert run_porter("check", "--no-cache", str(tmp_path)).returncode == 0  # an explicit, visible choice
+
+
+def test_new_file_is_created_on_a_file_system_without_hard_links(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = "import torch\n\nuse_bf16 = torch.cuda.get_device_capability()[0] >= 8\n"
+    (tmp_path / "model.py").write_text(gate)
+    result = _fix_run(tmp_path)
+    [new] = [p for fr in result.files for p in fr.new_files]
+
+    def no_links(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    assert sorted(runner.write(result)) == sorted([new, "model.py"])
+    assert (tmp_path / new).read_text() == dict(result.files[0].new_files)[new]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".porter-")]

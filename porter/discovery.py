@@ -183,6 +183,12 @@ def discover(root: Path, paths: list[Path], settings: Settings, *, force_exclude
             )
             continue
         full = os.path.join(os.path.abspath(root), rel) if rel else os.path.abspath(root)
+        parent = os.path.dirname(full) if rel else full
+        if rel and not is_within(os.path.realpath(parent), root_real):
+            # named through a symlinked folder that leads out of the root: never read there
+            result.problems.append(_problem("PRT006", rel, "a folder on this path is a symlink to outside the "
+                                            f"root ({os.path.realpath(parent)}); not followed"))
+            continue
         if os.path.islink(full) and not os.path.isdir(full):
             consider(full, rel, True)
             continue

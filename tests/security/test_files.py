@@ -348,3 +348,16 @@ def test_new_file_is_created_on_a_file_system_without_hard_links(tmp_path: Path,
     assert sorted(runner.write(result)) == sorted([new, "model.py"])
     assert (tmp_path / new).read_text() == dict(result.files[0].new_files)[new]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".porter-")]
+
+
+def test_file_named_through_a_symlinked_folder_out_of_the_root_is_not_read(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.py").write_text(LOCKED)
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "ok.py").write_text("x = 1\n")
+    (root / "vendor").symlink_to(outside, target_is_directory=True)
+    proc = run_porter("check", "--no-cache", "vendor/secret.py", "ok.py", cwd=root)
+    assert proc.returncode == 1, proc.stderr
+    assert b"vendor/secret.py:1:1: PRT006" in proc.stdout and b"PRT030" not in proc.stdout

@@ -386,6 +386,10 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
         if kw.get("verbose"):
             console.print(f"[dim]wrote {len(written)} file(s)[/dim]", highlight=False)
     fixed = result.fixed
+    if not dry_run and patch_dir is None:
+        refused = {f.path for f in result.problems if f.code == "PRT000"}
+        fixed = [f for f in fixed if f.path not in refused]  # count only what reached the disk
+        changed = [fr for fr in changed if fr.relpath not in refused]
     if show_fixes or kw.get("verbose"):
         for f in fixed:
             console.print(f"  fixed {_shown(f.path)}:{f.line}:{f.column} {f.code} {_shown(f.message)}",

@@ -448,7 +448,7 @@ class Cache:
             os.close(fd)
         if len(data) > max_bytes:
             return None
-        return hashlib.blake2b(data, digest_size=16).hexdigest()
+        return content_digest(data)  # the same hash process_file records
 
     def get(self, ref: SourceRef, digest: str) -> FileResult | None:
         hit = self.entries.get(ref.relpath)
@@ -655,7 +655,8 @@ def _run_batch(
                     progress(done, total, ref.relpath)
     if cache is not None:
         for ref in todo:
-            if ref.relpath in digests:
+            # only when the bytes analysed are the bytes hashed (a file edited in between is not cached)
+            if ref.relpath in digests and results[ref.relpath].digest == digests[ref.relpath]:
                 cache.put(ref, digests[ref.relpath], results[ref.relpath])
     return [results[r.relpath] for r in refs]
 

@@ -168,3 +168,24 @@ def test_check_on_a_huge_sparse_file_stays_small(tmp_path: Path, cache_home: Pat
     assert proc.returncode == 1, proc.stderr
     codes = {(f["path"], f["code"]) for f in json.loads(proc.stdout)["findings"]}
     assert ("m.py", "PRT011") in codes
+
+
+def test_file_changed_between_hash_and_analysis_is_not_cached(tmp_path: Path, cache_home: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from porter import runner
+
+    root = _repo(tmp_path)
+    (root / "m.py").write_text("x = 1\n")  # clean when hashed ...
+    real = runner.process_file
+
+    def edited_meanwhile(ref, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        (root / "m.py").write_text(LOCKED)  # ... locked-in when analysed
+        return real(ref, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "process_file", edited_meanwhile)
+    settings = Settings()
+    runner.run(root, [root], settings, "audit", jobs=1)
+    monkeypatch.setattr(runner, "process_file", real)
+    (root / "m.py").write_text("x = 1\n")
+    again = runner.run(root, [root], settings, "audit", jobs=1)
+    assert [f.code for f in again.findings] == []  # not the locked-in result under the clean file's hash

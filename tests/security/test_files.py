@@ -103,6 +103,7 @@ def test_read_only_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "b.py").write_text(LOCKED)
     proc = run_porter("apply", "--no-cache", str(tmp_path))
     assert proc.returncode == 2 and b"read-only" in proc.stderr, proc.stderr
+    assert b"fixed 1 site(s) in 1 file(s)" in proc.stderr  # b.py only: a.py was not written
     assert (tmp_path / "a.py").read_text() == LOCKED
     assert stat.S_IMODE(os.stat(tmp_path / "a.py").st_mode) == 0o444
     assert (tmp_path / "b.py").read_text() == FIXED

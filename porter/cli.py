@@ -18,6 +18,7 @@ import click
 from . import __version__
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+NOT_ANALYSED = frozenset({"PRT003", "PRT004"})  # binary, too large: `check` fails on them
 
 
 LAZY_COMMANDS = {"migrate": ("porter.migrate", "migrate"), "doctor": ("porter.doctor", "doctor")}
@@ -57,6 +58,9 @@ class PorterGroup(click.Group):
                 click.echo(f"porter: config error: {exc}", err=True)
             elif isinstance(exc, FamilyLoadError):
                 click.echo(f"porter: {exc}", err=True)
+            elif isinstance(exc, OSError) and exc.filename is not None:
+                # an output path of the user's (-o, --patch-dir): a plain message, not a crash
+                click.echo(f"porter: error: {exc.filename}: {exc.strerror or exc}", err=True)
             else:
                 click.echo(f"porter: internal error: {type(exc).__name__}: {exc}", err=True)
                 if os.environ.get("PORTER_DEBUG"):
@@ -97,7 +101,7 @@ def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all cores; 1 = serial)."),
         click.option("--force-exclude", is_flag=True, help="Apply configured excludes to files named on the command line too (pre-commit)."),
         click.option("--no-cache", is_flag=True, help="Do not read or write the audit cache."),
-        click.option("--timeout", type=float, default=None, help="Seconds allowed per file (default 60)."),
+        click.option("--timeout", type=float, default=None, help="CPU seconds allowed per file (default 60)."),
         click.option("--stdin-filename", default=None, help="File name to assume for '-' (stdin)."),
         click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary or progress."),
         click.option("-v", "--verbose", is_flag=True, help="Print timing and per-file details."),
@@ -123,8 +127,8 @@ def _root_for(paths: tuple[Path, ...], root: Path | None) -> Path:
     if root is not None:
         return root
     real = [p for p in paths if str(p) != "-"]
-    if len(real) == 1 and real[0].is_dir() and not real[0].is_symlink():
-        return real[0]
+    if len(real) == 1 and real[0].is_dir():
+        return real[0]  # a symlink to a folder too: the runner resolves it (followed once, explicitly)
     return Path.cwd()
 
 
@@ -177,17 +181,35 @@ def _run(kw: dict[str, Any], mode: str, unsafe: bool | None = None):  # type: ig
     root = _root_for(paths, kw.get("root"))
     if not root.is_dir():
         raise click.UsageError(f"root {root} is not a directory")
+    from .runner import resolve_root
+
+    root, resolved_paths = resolve_root(root, list(paths))
     settings = _settings(kw, root, unsafe)
+    for note in settings.notes:
+        click.echo(f"porter: warning: {note}", err=True)
     console = _stderr_console(kw.get("quiet", False))
     result = run(
-        root, list(paths), settings, mode,  # type: ignore[arg-type]
+        root, resolved_paths, settings, mode,  # type: ignore[arg-type]
         jobs=kw.get("jobs"), force_exclude=kw.get("force_exclude", False),
         progress=_progress(console, not kw.get("quiet")),
         use_cache=False if kw.get("no_cache") else None,
     )
     if kw.get("verbose"):
         console.print(f"[dim]{result.files_scanned} files in {result.seconds:.2f} s (root {root})[/dim]")
+    if result.files_scanned == 0 and not result.problems:
+        # never a silent "clean": say that nothing was looked at
+        click.echo(f"porter: warning: no files to analyse under {', '.join(str(p) for p in paths)} "
+                   f"(root {root}); nothing was checked", err=True)
     return result, console
+
+
+def _shown(text: str) -> str:
+    """Target-controlled text (file names, quoted source) for a rich console: no markup, no control codes."""
+    from rich.markup import escape
+
+    from .reporters import printable
+
+    return escape(printable(text))
 
 
 def _stdin_mode(kw: dict[str, Any]) -> bool:
@@ -203,6 +225,7 @@ def _read_stdin(kw: dict[str, Any]):  # type: ignore[no-untyped-def]
     if language is None:
         raise click.UsageError(f"--stdin-filename {name!r}: porter does not know this file type")
     data = sys.stdin.buffer.read()
+    kw["stdin_bytes"] = data
     try:
         decoded = decode(data, python=language == "python")
     except SourceError as exc:
@@ -217,7 +240,10 @@ def _emit(text: str, output: Path | None) -> None:
         return
     from .textio import atomic_write
 
-    atomic_write(output, text.encode("utf-8"))
+    try:
+        atomic_write(output, text.encode("utf-8"))
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(output)) from None
 
 
 # -- audit ----------------------------------------------------------------------------------
@@ -293,7 +319,9 @@ def check(fmt: str, exit_zero: bool, include_benign: bool, **kw: Any) -> None:
         result, _ = _run(kw, "audit")
         findings, root = result.findings, result.root
     if not include_benign:
-        findings = [f for f in findings if reporters.severity_of(f) != Severity.INFO]
+        # a file porter could not analyse (binary, too large) is never a silent pass: padding a file
+        # past max-file-size or adding one NUL byte must not hide what it holds (exclude it explicitly)
+        findings = [f for f in findings if reporters.severity_of(f) != Severity.INFO or f.code in NOT_ANALYSED]
     if fmt == "json":
         click.echo(reporters.render_json(findings), nl=False)
     elif fmt == "sarif":
@@ -339,6 +367,11 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
             from dataclasses import replace
 
             settings = replace(settings, unsafe_fixes=unsafe_fixes)
+        if not decoded.exact:
+            click.echo(f"porter: {name}: {decoded.encoding} does not round-trip byte for byte; "
+                       "input passed through unchanged", err=True)
+            sys.stdout.buffer.write(kw["stdin_bytes"])
+            sys.exit(EXIT_ERROR)
         outcome = fix(name, decoded.text, language, settings, newline=decoded.newline)
         sys.stdout.buffer.write(decoded.encode(outcome.text))
         sys.exit(EXIT_OK)
@@ -356,11 +389,18 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
         written = series.write_dir(patch_dir, title=f"porter patch series for {result.root.name}")
         console.print(f"porter: wrote {len(written) - 1} patch(es) and INDEX.md to {patch_dir}", highlight=False)
     else:
-        write(result)
+        written = write(result)
+        if kw.get("verbose"):
+            console.print(f"[dim]wrote {len(written)} file(s)[/dim]", highlight=False)
     fixed = result.fixed
+    if not dry_run and patch_dir is None:
+        refused = {f.path for f in result.problems if f.code == "PRT000"}
+        fixed = [f for f in fixed if f.path not in refused]  # count only what reached the disk
+        changed = [fr for fr in changed if fr.relpath not in refused]
     if show_fixes or kw.get("verbose"):
         for f in fixed:
-            console.print(f"  fixed {f.path}:{f.line}:{f.column} {f.code} {f.message}", highlight=False)
+            console.print(f"  fixed {_shown(f.path)}:{f.line}:{f.column} {f.code} {_shown(f.message)}",
+                          highlight=False)
     remaining = [f for f in result.findings if reporters.severity_of(f).value != "info"]
     unsafe_left = sum(1 for f in remaining if f.fix.value == "unsafe")
     verb = "would fix" if dry_run or patch_dir else "fixed"
@@ -372,9 +412,11 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
     )
     errors = [f for f in result.findings if f.code.startswith("PRT00")]
     for f in errors:
-        console.print(f"  [red]{f.code}[/red] {f.path}: {f.message}", highlight=False)
+        console.print(f"  [red]{f.code}[/red] {_shown(f.path)}: {_shown(f.message)}", highlight=False)
     if dry_run:
         sys.exit(EXIT_FINDINGS if changed else EXIT_OK)
+    if any(f.code == "PRT000" for f in result.findings):
+        sys.exit(EXIT_ERROR)  # some fixes were not written (each is listed above)
     sys.exit(EXIT_FINDINGS if exit_non_zero_on_fix and changed else EXIT_OK)
 
 

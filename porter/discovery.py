@@ -10,14 +10,18 @@ its target is visited on its own.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
 
 from . import languages, proc
-from .config import Settings
+from .config import Settings, pattern_is_tame
 from .findings import Finding
+from .textio import read_bounded
+
+GITIGNORE_LIMIT = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -95,10 +99,11 @@ def _walk(directory: Path, root: Path, settings: Settings) -> list[tuple[str, st
         rel_dir = relpath_of(Path(current), root) or ""
         if settings.respect_gitignore and ".gitignore" in filenames:
             try:
-                with open(os.path.join(current, ".gitignore"), encoding="utf-8", errors="replace") as fh:
-                    specs.append((rel_dir, pathspec.GitIgnoreSpec.from_lines(fh.read().splitlines())))
+                data = read_bounded(os.path.join(current, ".gitignore"), GITIGNORE_LIMIT)
+                lines = [line for line in data.decode("utf-8", "replace").splitlines() if pattern_is_tame(line)]
+                specs.append((rel_dir, pathspec.GitIgnoreSpec.from_lines(lines)))
             except OSError:
-                pass
+                pass  # a .gitignore that is a symlink, a FIFO or huge is not read
 
         def ignored(rel: str, is_dir: bool) -> bool:
             for base, spec in specs:
@@ -150,8 +155,15 @@ def discover(root: Path, paths: list[Path], settings: Settings, *, force_exclude
             return
         if language is None:
             return
-        if not os.path.exists(full):
+        try:
+            mode = os.lstat(full).st_mode
+        except OSError:
             return  # listed by git but deleted in the work tree
+        if not stat.S_ISREG(mode):
+            if not stat.S_ISDIR(mode):  # a FIFO, socket or device named like a source file
+                result.problems.append(_problem("PRT005", rel, "not a regular file (FIFO, socket or device); "
+                                                "skipped"))
+            return
         result.files.append(SourceRef(rel, language))
 
     for path in paths or [root]:
@@ -162,6 +174,12 @@ def discover(root: Path, paths: list[Path], settings: Settings, *, force_exclude
             )
             continue
         full = os.path.join(os.path.abspath(root), rel) if rel else os.path.abspath(root)
+        parent = os.path.dirname(full) if rel else full
+        if rel and not is_within(os.path.realpath(parent), root_real):
+            # named through a symlinked folder that leads out of the root: never read there
+            result.problems.append(_problem("PRT006", rel, "a folder on this path is a symlink to outside the "
+                                            f"root ({os.path.realpath(parent)}); not followed"))
+            continue
         if os.path.islink(full) and not os.path.isdir(full):
             consider(full, rel, True)
             continue

@@ -315,6 +315,16 @@ def _site(f: Finding) -> str:
     return f"`{f.path}:{f.line}` {f.code}"
 
 
+def _plain_relpath(path: str) -> bool:
+    from .safewrite import check_relpath
+
+    try:
+        check_relpath(path)
+    except ValueError:
+        return False
+    return True
+
+
 def fix(
     relpath: str,
     text: str,
@@ -348,6 +358,13 @@ def fix(
             break
         fam = min({registry.family_of(f.code) for f in candidates}, key=lambda n: (order.get(n, 0), n))
         batch = _accept([f for f in candidates if registry.family_of(f.code) == fam])
+        outside = [path for f in batch for path, _ in f.new_files if not _plain_relpath(path)]
+        if outside:  # the config check refuses such paths first; this guards every other way in
+            failed.update(_key(f, text) for f in batch)
+            errors.append(Finding(code="PRT007", message=f"fix by {fam} would create {outside[0]!r}, which is not "
+                                  "a plain path inside the root; not applied", path=relpath,
+                                  line=batch[0].line, column=batch[0].column))
+            continue
         try:
             new = _apply_batch(text, batch, language, newline)
         except _PARSE_ERRORS as exc:

@@ -15,6 +15,13 @@ CODE_RE = re.compile(r"^PRT\d{3}$")
 ENGINE = "engine"
 
 ENGINE_RULES: tuple[Rule, ...] = (
+    rule("PRT000", "not-written", ENGINE, "porter did not write its fix to this file; the file is unchanged.",
+         Category.BENIGN, severity=Severity.ERROR,
+         explanation="`porter apply` refuses a file rather than risk it: the file changed on disk while porter "
+         "ran, it has several hard links (replacing it would split them), it is read-only or belongs to "
+         "another user, a folder on its path is a symlink, its encoding does not round-trip byte for byte "
+         "(cp932, big5, utf-7, ...), or the write failed (full disk, immutable file). The message says which. "
+         "The other files are written; run porter again or apply the diff of `porter apply --dry-run` by hand."),
     rule("PRT001", "syntax-error", ENGINE, "The file does not parse; porter skipped it.", Category.BENIGN,
          severity=Severity.ERROR,
          explanation="porter parses every file it analyses. A file that does not parse (a syntax error, "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,9 +12,26 @@ from typing import Any
 
 from . import __version__, registry
 from .findings import Applicability, Category, Finding, Rule, Severity
+from .textio import read_bounded
 
 FORMATS = ("text", "concise", "json", "sarif", "markdown", "github")
 INFO_URI = "https://pypi.org/project/porter-rocm/"
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped (``\\n``, ``\\x1b``): file names and the source text
+    quoted in messages come from the target, and must not move the cursor, recolour or forge lines."""
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def _gh_property(value: str) -> str:
+    return (value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+            .replace(":", "%3A").replace(",", "%2C"))
 
 
 def rule_of(f: Finding) -> Rule | None:
@@ -166,7 +184,8 @@ def render_sarif(findings: Sequence[Finding], *, root: Path | None = None) -> st
         if f.edits and root is not None:
             if f.path not in texts:
                 try:
-                    texts[f.path] = (root / f.path).read_bytes().decode("utf-8")
+                    # never through a symlink swapped in since the analysis, never unbounded
+                    texts[f.path] = read_bounded(root / f.path, 256 * 1024 * 1024).decode("utf-8")
                 except (OSError, UnicodeDecodeError):
                     texts[f.path] = None
             text = texts[f.path]
@@ -218,7 +237,8 @@ def render_concise(findings: Sequence[Finding]) -> str:
     lines = []
     for f in findings:
         mark = _MARK[f.fix]
-        lines.append(f"{f.path}:{f.line}:{f.column}: {f.code}{' ' + mark if mark else ''} {f.message}")
+        lines.append(f"{printable(f.path)}:{f.line}:{f.column}: {f.code}{' ' + mark if mark else ''} "
+                     f"{printable(f.message)}")
     return "\n".join(lines) + ("\n" if lines else "")
 
 
@@ -227,7 +247,7 @@ def render_github(findings: Sequence[Finding]) -> str:
     for f in findings:
         level = {"error": "error", "warning": "warning", "info": "notice"}[severity_of(f).value]
         msg = f.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-        out.append(f"::{level} title=porter ({f.code}),file={f.path},line={f.line},col={f.column},"
+        out.append(f"::{level} title=porter ({f.code}),file={_gh_property(f.path)},line={f.line},col={f.column},"
                    f"endLine={f.end_line},endColumn={f.end_column}::{f.code} {msg}")
     return "\n".join(out) + ("\n" if out else "")
 
@@ -242,13 +262,13 @@ def print_text(findings: Sequence[Finding], console: Any, *, files_scanned: int 
         by_file.setdefault(f.path, []).append(f)
     style = {Category.REPLACE: "bold red", Category.SHIM: "yellow", Category.BENIGN: "dim"}
     for path, items in by_file.items():
-        console.print(f"[bold]{escape(path)}[/bold]")
+        console.print(f"[bold]{escape(printable(path))}[/bold]")
         for f in items:
             mark = _MARK[f.fix]
             cat = category_of(f)
             console.print(
                 f"  {f.line}:{f.column}  [{style[cat]}]{f.code}[/{style[cat]}] "
-                f"{'[green]' + escape(mark) + '[/green] ' if mark else ''}{escape(f.message)} "
+                f"{'[green]' + escape(mark) + '[/green] ' if mark else ''}{escape(printable(f.message))} "
                 f"[dim]({cat.value})[/dim]",
                 highlight=False,
             )

@@ -9,10 +9,14 @@ a CUDA-only requirement only when no code needs it any more.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import posixpath
 import re
+import secrets
 import signal
+import stat
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -28,7 +32,8 @@ from .engine import FixOutcome, Stage, analyze, fix
 from .findings import Finding
 from .framework import RepoFacts
 from .patchset import FileChange, Patch, PatchSeries
-from .textio import Decoded, SourceError, atomic_write, read_source
+from .safewrite import RootWriter, WriteRefused, content_digest
+from .textio import READ_FLAGS, Decoded, SourceError, atomic_write, read_bounded, read_source
 
 Mode = Literal["audit", "fix"]
 MANIFEST_LANGUAGES = {languages.REQUIREMENTS, languages.PYPROJECT, languages.SETUP_CFG, languages.CONDA}
@@ -53,6 +58,7 @@ class FileResult:
     imports: frozenset[str] = frozenset()  # top-level modules imported (after fixes)
     # dist -> (">=X", sites) that the fixes applied to this file need from its nearest manifest
     needs: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    digest: str = ""  # content hash of the bytes analysed (write() refuses a file changed since)
     error: bool = False
     seconds: float = 0.0
 
@@ -171,22 +177,45 @@ class _Timeout(Exception):
 
 @contextmanager
 def _time_limit(seconds: float):  # type: ignore[no-untyped-def]
-    usable = seconds > 0 and hasattr(signal, "setitimer")
+    """Limit the CPU time (user + system) spent in the block, not the wall clock.
+
+    On a loaded machine (two cores shared by a CI job's other steps) a file that needs 0.1 s
+    of CPU can take seconds of wall time; ``ITIMER_PROF`` counts only this process's CPU time.
+    """
+    usable = seconds > 0 and hasattr(signal, "setitimer") and hasattr(signal, "SIGPROF")
     if usable:
         try:
             def _raise(signum: int, frame: Any) -> None:
                 raise _Timeout
 
-            old = signal.signal(signal.SIGALRM, _raise)
-            signal.setitimer(signal.ITIMER_REAL, seconds)
+            old = signal.signal(signal.SIGPROF, _raise)
+            signal.setitimer(signal.ITIMER_PROF, seconds)
         except ValueError:  # not in the main thread
             usable = False
     try:
         yield
     finally:
         if usable:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, old)
+            signal.setitimer(signal.ITIMER_PROF, 0)
+            signal.signal(signal.SIGPROF, old)
+
+
+def _reusable(root: str, relpath: str) -> bool:
+    """An existing file a fix would create can be reused when it is a regular file in the root."""
+    full = os.path.join(root, relpath)
+    return os.path.isfile(full) and is_within(os.path.realpath(full), os.path.realpath(root))
+
+
+def _encodes_exactly(decoded: Decoded, texts: Sequence[str]) -> bool:
+    if decoded.encoding in ("utf-8", "utf_8"):
+        return True
+    for text in texts:
+        try:
+            if decoded.decode_back(decoded.encode(text)) != text:
+                return False
+        except (UnicodeError, LookupError):
+            return False
+    return True
 
 
 def _imports_of(text: str) -> frozenset[str]:
@@ -200,12 +229,21 @@ def process_file(ref: SourceRef, root: str, settings: Settings, facts: RepoFacts
     facts = facts.for_path(ref.relpath)
     full = Path(root, ref.relpath)
     try:
-        _, decoded = read_source(full, python=ref.language == "python", max_bytes=settings.max_file_size)
+        data, decoded = read_source(full, python=ref.language == "python", max_bytes=settings.max_file_size)
     except SourceError as exc:
         result.findings = [Finding(code=exc.code, message=exc.message, path=ref.relpath)]
         result.error = True
         return result
     result.decoded = decoded
+    result.digest = content_digest(data)
+    not_exact: list[Finding] = []
+    if mode == "fix" and not decoded.exact:
+        # decode → encode would change bytes nobody edited: analyse, never edit
+        mode = "audit"
+        not_exact.append(Finding(
+            code="PRT000", path=ref.relpath,
+            message=f"{decoded.encoding} does not round-trip this file byte for byte (decoding then encoding "
+                    "it changes bytes porter never edited); porter reports its findings but does not edit it"))
     try:
         with _time_limit(settings.timeout):
             if mode == "audit":
@@ -228,9 +266,24 @@ def process_file(ref: SourceRef, root: str, settings: Settings, facts: RepoFacts
                     for fam, files in outcome.new_files_by_family.items()
                 }
                 final = outcome.text
+                blocked = [p for p in outcome.new_files if os.path.lexists(os.path.join(root, p))
+                           and not _reusable(root, p)]
+                why = ""
+                if blocked:
+                    why = (f"its fix needs {blocked[0]}, and what is there is not a regular file inside the root "
+                           "(a folder, or a dangling or outside symlink); porter does not edit this file")
+                elif result.stages and not _encodes_exactly(decoded, [st.after for st in result.stages]):
+                    # a fix or annotation brought a character the file's encoding cannot hold
+                    why = (f"the fixed text cannot be written in the file's encoding ({decoded.encoding}); "
+                           "porter reports its findings but does not edit it")
+                if why:
+                    result.findings = [Finding(code="PRT000", path=ref.relpath, message=why)] + analyze(
+                        ref.relpath, decoded.text, ref.language, settings, facts)
+                    result.fixed, result.stages, result.new_files, result.new_files_by_family = [], [], {}, {}
+                    final = decoded.text
     except _Timeout:
-        result.findings = [Finding(code="PRT008", message=f"analysis took longer than {settings.timeout:g} s; "
-                                   "file skipped", path=ref.relpath)]
+        result.findings = [Finding(code="PRT008", message=f"analysis used more than {settings.timeout:g} s of "
+                                   "CPU time; file skipped", path=ref.relpath)]
         result.stages, result.fixed, result.error = [], [], True
         final = decoded.text
     except RecursionError:
@@ -238,6 +291,7 @@ def process_file(ref: SourceRef, root: str, settings: Settings, facts: RepoFacts
                                    path=ref.relpath)]
         result.stages, result.fixed, result.error = [], [], True
         final = decoded.text
+    result.findings = not_exact + result.findings
     if ref.language == "python":
         result.imports = _imports_of(final)
     result.seconds = time.perf_counter() - started
@@ -255,32 +309,164 @@ def _work(ref: SourceRef) -> FileResult:
 # -- cache ----------------------------------------------------------------------------------
 
 
-class Cache:
-    """Audit results keyed on file content + porter version + settings + repo facts."""
+CACHE_FORMAT = 2
+MAX_CACHE_BYTES = 256 * 1024 * 1024
 
-    def __init__(self, directory: Path, key: str) -> None:
-        self.path = directory / f"audit-{key}.json"
-        self.entries: dict[str, Any] = {}
-        self.dirty = False
-        try:
-            self.entries = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            self.entries = {}
 
-    @staticmethod
-    def digest(root: str, ref: SourceRef) -> str | None:
+def user_cache_dir() -> Path:
+    """porter's folder in the user's cache: ``$XDG_CACHE_HOME/porter`` or ``~/.cache/porter``."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if base and os.path.isabs(base):
+        return Path(base) / "porter"
+    return Path.home() / ".cache" / "porter"
+
+
+def _cache_secret(base: Path) -> bytes | None:
+    """The per-user key that authenticates cache files (``secret`` in the user's cache, mode 0600).
+
+    A target repository cannot know it, so it cannot forge an entry; None when it cannot be
+    read or created safely (then the run goes without a cache).
+    """
+    path = base / "secret"
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(2):
         try:
-            with open(os.path.join(root, ref.relpath), "rb") as fh:
-                return hashlib.blake2b(fh.read(), digest_size=16).hexdigest()
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            try:
+                base.mkdir(parents=True, exist_ok=True, mode=0o700)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            except FileExistsError:
+                continue  # another porter created it meanwhile: read that one
+            except OSError:
+                return None
+            try:
+                os.write(fd, secrets.token_hex(32).encode())
+            finally:
+                os.close(fd)
+            continue
         except OSError:
             return None
+        try:
+            st = os.fstat(fd)
+            own = not hasattr(os, "geteuid") or st.st_uid == os.geteuid()
+            if not stat.S_ISREG(st.st_mode) or not own or st.st_mode & 0o077:
+                return None  # not ours, or readable by others: do not trust it
+            key = os.read(fd, 256).strip()
+        finally:
+            os.close(fd)
+        return key if len(key) >= 32 else None
+    return None
+
+
+class Cache:
+    """Audit results keyed on file content + porter version + settings + repo facts.
+
+    The cache is untrusted input like everything else near the target: it lives in the user's
+    cache folder by default (one file per resolved root and settings), every file carries an
+    HMAC under a per-user key kept outside the tree, and any file or entry that does not verify
+    or does not have the expected shape is ignored and rewritten. A ``cache-dir`` inside the root
+    is written without following symlinks.
+    """
+
+    def __init__(self, root: Path, key: str, directory: Path | None = None) -> None:
+        self.root = os.path.realpath(root)
+        try:
+            base = user_cache_dir()
+        except (RuntimeError, KeyError, OSError):  # no home folder: run without a cache
+            base = None
+        self.secret = _cache_secret(base) if base is not None else None
+        self.key = key
+        scope = hashlib.blake2b(f"{self.root}\0{key}".encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+        if directory is None:
+            directory = (base or Path(self.root, ".porter_cache")) / "audit"  # unused without a secret
+        elif not directory.is_absolute():
+            directory = Path(self.root, directory)
+        self.path = directory / f"audit-{scope}.json"
+        self.entries: dict[str, Any] = {}
+        self.dirty = False
+        if self.secret is not None:
+            self.entries = self._load()
+
+    # -- files -----------------------------------------------------------------------------
+    def _in_root(self) -> str | None:
+        """The cache file's root-relative path when it lies inside the root, else None."""
+        absolute = os.path.normpath(os.path.abspath(self.path))
+        if not is_within(absolute, self.root):
+            return None
+        return os.path.relpath(absolute, self.root).replace(os.sep, "/")
+
+    def _mac(self, body: bytes) -> str:
+        assert self.secret is not None
+        head = f"porter-cache/{CACHE_FORMAT}\0{self.root}\0{self.key}\0".encode("utf-8", "surrogateescape")
+        return hmac.new(self.secret, head + body, hashlib.sha256).hexdigest()
+
+    def _read_bytes(self) -> bytes | None:
+        rel = self._in_root()
+        if rel is not None and os.path.realpath(self.path.parent) != os.path.normpath(str(self.path.parent)):
+            return None  # a folder on the way is a symlink: do not read through it
+        try:
+            fd = os.open(self.path, READ_FLAGS)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CACHE_BYTES:
+                return None
+            with os.fdopen(fd, "rb", closefd=False) as fh:
+                return fh.read(MAX_CACHE_BYTES + 1)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def _load(self) -> dict[str, Any]:
+        data = self._read_bytes()
+        if not data:
+            return {}
+        head, sep, body = data.partition(b"\n")
+        if not sep or not hmac.compare_digest(head.strip(), self._mac(body).encode()):
+            return {}  # forged, stale or damaged: start afresh (save() rewrites it)
+        try:
+            entries = json.loads(body)
+        except ValueError:
+            return {}
+        return entries if isinstance(entries, dict) else {}
+
+    @staticmethod
+    def digest(root: str, ref: SourceRef, max_bytes: int) -> str | None:
+        """Content hash of a file of at most ``max_bytes`` (never more is read); None otherwise."""
+        try:
+            fd = os.open(os.path.join(root, ref.relpath), READ_FLAGS)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+                return None
+            with os.fdopen(fd, "rb", closefd=False) as fh:
+                data = fh.read(max_bytes + 1)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        if len(data) > max_bytes:
+            return None
+        return content_digest(data)  # the same hash process_file records
 
     def get(self, ref: SourceRef, digest: str) -> FileResult | None:
         hit = self.entries.get(ref.relpath)
-        if not hit or hit.get("digest") != digest:
+        try:
+            if not isinstance(hit, dict) or hit.get("digest") != digest:
+                return None
+            findings = [_finding_from_dict(d) for d in hit["findings"]]
+            imports = frozenset(str(m) for m in hit.get("imports", ()))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            self.entries.pop(ref.relpath, None)  # a damaged entry: analyse again and rewrite it
             return None
-        findings = [_finding_from_dict(d) for d in hit["findings"]]
-        return FileResult(ref.relpath, ref.language, findings=findings, imports=frozenset(hit.get("imports", ())))
+        if any(f.path != ref.relpath for f in findings):
+            return None
+        return FileResult(ref.relpath, ref.language, findings=findings, imports=imports)
 
     def put(self, ref: SourceRef, digest: str, result: FileResult) -> None:
         if result.error:
@@ -293,16 +479,26 @@ class Cache:
         self.dirty = True
 
     def save(self) -> None:
-        if not self.dirty:
+        if not self.dirty or self.secret is None:
             return
+        body = json.dumps(self.entries, separators=(",", ":"), sort_keys=True).encode("utf-8")
+        data = self._mac(body).encode() + b"\n" + body
+        rel = self._in_root()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            gitignore = self.path.parent / ".gitignore"
-            if not gitignore.exists():
-                gitignore.write_text("*\n", encoding="utf-8")
-            atomic_write(self.path, json.dumps(self.entries, separators=(",", ":")).encode("utf-8"))
-        except OSError:
-            pass
+            if rel is not None:
+                # inside the target: descriptors only, no symlink followed (see porter.safewrite)
+                with RootWriter(self.root) as writer:
+                    folder = posixpath.dirname(rel)
+                    try:
+                        writer.create(posixpath.join(folder, ".gitignore") if folder else ".gitignore", b"*\n")
+                    except WriteRefused:
+                        pass  # something else is there (a planted symlink): leave it, never follow it
+                    writer.put(rel, data)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                atomic_write(self.path, data)
+        except (OSError, WriteRefused, SourceError):
+            pass  # the cache is an optimisation: a run never fails for it
 
 
 def _finding_to_dict(f: Finding) -> dict[str, Any]:
@@ -318,13 +514,25 @@ def _finding_to_dict(f: Finding) -> dict[str, Any]:
 def _finding_from_dict(d: dict[str, Any]) -> Finding:
     from .findings import Applicability, Category, Severity
 
+    for key in ("code", "message", "path"):
+        if not isinstance(d[key], str):
+            raise TypeError(key)
+    for key in ("line", "column", "end_line", "end_column"):
+        if not isinstance(d[key], int) or isinstance(d[key], bool):
+            raise TypeError(key)
+    effort = d.get("effort_hours")
+    if effort is not None and (not isinstance(effort, (int, float)) or isinstance(effort, bool)):
+        raise TypeError("effort_hours")
+    data = d.get("data") or {}
+    if not isinstance(data, dict):
+        raise TypeError("data")
     return Finding(
         code=d["code"], message=d["message"], path=d["path"], line=d["line"], column=d["column"],
         end_line=d["end_line"], end_column=d["end_column"], fix=Applicability(d["fix"]),
-        fix_title=d.get("fix_title", ""),
+        fix_title=str(d.get("fix_title", "")),
         category=Category(d["category"]) if d.get("category") else None,
         severity=Severity(d["severity"]) if d.get("severity") else None,
-        effort_hours=d.get("effort_hours"), data=d.get("data") or {},
+        effort_hours=effort, data=data,
     )
 
 
@@ -367,8 +575,7 @@ def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | No
                 seen.add(rel)
     for rel in candidates:
         try:
-            with open(root / rel, "rb") as fh:
-                data = fh.read(4 * 1024 * 1024)
+            data = read_bounded(root / rel, settings.max_file_size if settings else 4 * 1024 * 1024)
             manifest_texts[rel] = data.decode("utf-8", "replace")
         except OSError:
             continue
@@ -427,6 +634,17 @@ def _under(relpath: str, folder: str) -> bool:
     return not folder or relpath.startswith(folder + "/")
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (affinity / cgroup-aware where the platform says)."""
+    counter = getattr(os, "process_cpu_count", None)
+    if counter is not None:
+        return max(1, counter() or 1)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 def _os_threads() -> int:
     try:
         return len(os.listdir("/proc/self/task"))
@@ -461,7 +679,7 @@ def _run_batch(
     digests: dict[str, str] = {}
     for ref in refs:
         if cache is not None:
-            digest = Cache.digest(str(root), ref)
+            digest = Cache.digest(str(root), ref, settings.max_file_size)
             if digest is not None:
                 digests[ref.relpath] = digest
                 hit = cache.get(ref, digest)
@@ -471,7 +689,9 @@ def _run_batch(
         todo.append(ref)
     total = len(refs)
     done = len(results)
-    workers = jobs if jobs > 0 else (os.cpu_count() or 1)
+    cpus = usable_cpus()
+    # never more workers than cores or files, whatever `jobs` says (the target's config can set it)
+    workers = max(1, min(jobs if jobs > 0 else cpus, cpus, len(todo)))
     if workers <= 1 or len(todo) < SERIAL_THRESHOLD:
         for ref in todo:
             results[ref.relpath] = process_file(ref, str(root), settings, facts, mode)
@@ -491,9 +711,35 @@ def _run_batch(
                     progress(done, total, ref.relpath)
     if cache is not None:
         for ref in todo:
-            if ref.relpath in digests:
+            # only when the bytes analysed are the bytes hashed (a file edited in between is not cached)
+            if ref.relpath in digests and results[ref.relpath].digest == digests[ref.relpath]:
                 cache.put(ref, digests[ref.relpath], results[ref.relpath])
     return [results[r.relpath] for r in refs]
+
+
+def resolve_root(root: Path, paths: Sequence[Path]) -> tuple[Path, list[Path]]:
+    """The root with every symlink in its own path resolved (followed once, explicitly, since the
+    user named it), and ``paths`` under the name the user gave re-based onto the resolved root.
+
+    Everything after this is contained in the resolved root: a root given as a symlink to the
+    repository scans the repository instead of finding a single out-of-root symlink.
+    """
+    given = os.path.normpath(os.path.abspath(root))
+    real = os.path.realpath(given)
+    if real == given:
+        return Path(real), list(paths)
+    out: list[Path] = []
+    for p in paths:
+        if str(p) == "-":
+            out.append(p)
+            continue
+        absolute = os.path.normpath(os.path.abspath(p))
+        if is_within(absolute, given):
+            rel = os.path.relpath(absolute, given)
+            out.append(Path(real) if rel == "." else Path(real, rel))
+        else:
+            out.append(p)
+    return Path(real), out
 
 
 def run(
@@ -510,7 +756,7 @@ def run(
     """Discover and process files. Nothing is written here (see :func:`write`)."""
     started = time.perf_counter()
     registry.check_loaded()
-    root = Path(os.path.abspath(root))
+    root, paths = resolve_root(root, paths)
     found: Discovery = discover(root, list(paths), settings, force_exclude=force_exclude)
     facts = collect_facts(root, found.files, settings)
     jobs = settings.jobs if jobs is None else jobs
@@ -521,7 +767,7 @@ def run(
             (settings.fingerprint() + repr(sorted(facts.pins.items()))
              + repr(sorted((k, sorted(v.items())) for k, v in facts.scopes.items()))).encode(), digest_size=8
         ).hexdigest()
-        cache = Cache(root / settings.cache_dir, key)
+        cache = Cache(root, key, Path(settings.cache_dir) if settings.cache_dir else None)
     phase1 = [r for r in found.files if not is_manifest(r)]
     phase2 = [r for r in found.files if is_manifest(r)]
     results = _run_batch(phase1, root, settings, facts, mode, jobs, progress, cache)
@@ -569,53 +815,59 @@ def phase2_facts(facts: RepoFacts, results: Sequence[FileResult], folder: str) -
     )
 
 
-class WriteError(Exception):
-    pass
-
-
 def write(result: RunResult) -> list[str]:
-    """Write every fixed file (atomically) and every new file; return the paths written."""
-    root_real = os.path.realpath(result.root)
+    """Write every fixed file and every new file; return the paths written.
+
+    Writes go through :class:`porter.safewrite.RootWriter` (never outside the root, never
+    through a symlink, never over a file changed since it was read). A file porter cannot or
+    will not write becomes a PRT000 finding in ``result.problems`` and the run goes on.
+    """
     written: list[str] = []
-    for fr in result.changed_files:
-        target = _safe_target(result.root, root_real, fr.relpath)
-        text = fr.final_text
-        assert text is not None
-        atomic_write(target, fr.encode(text))
-        written.append(fr.relpath)
-    for patch in result.extra_patches:
-        for change in patch.changes:
-            target = _safe_target(result.root, root_real, change.path)
-            if change.after is None:
-                if target.exists() and not target.is_symlink():
-                    target.unlink()
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(target, change.after)
-            written.append(change.path)
-    for fr in result.files:
-        for path, text in fr.new_files.items():
-            target = _safe_target(result.root, root_real, path)
-            if os.path.lexists(target):
+
+    def refused(relpath: str, reason: str) -> None:
+        result.problems.append(Finding(code="PRT000", message=reason, path=relpath))
+
+    with RootWriter(str(result.root)) as writer:
+        present: dict[str, bool] = {}
+        for fr in result.files:
+            # the files a fix imports first: a fixed file must never import a module that is missing
+            ready = True
+            for path, text in fr.new_files.items():
+                if path not in present:
+                    try:
+                        if writer.create(path, text.encode("utf-8")):
+                            written.append(path)
+                        present[path] = True
+                    except WriteRefused as exc:
+                        refused(path, exc.reason)
+                        present[path] = False
+                ready = ready and present[path]
+            if not fr.changed:
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(target, text.encode("utf-8"))
-            written.append(path)
+            if not ready:
+                missing = ", ".join(p for p in fr.new_files if not present.get(p))
+                refused(fr.relpath, f"not written: its fix needs {missing}, which porter could not create")
+                continue
+            text = fr.final_text
+            assert text is not None
+            try:
+                writer.replace(fr.relpath, fr.encode(text), fr.digest or None)
+                written.append(fr.relpath)
+            except WriteRefused as exc:
+                refused(fr.relpath, exc.reason)
+        for patch in result.extra_patches:
+            for change in patch.changes:
+                expected = content_digest(change.before) if change.before is not None else None
+                try:
+                    if change.after is None:
+                        writer.delete(change.path, expected)
+                    elif change.before is None:
+                        if not writer.create(change.path, change.after):
+                            refused(change.path, "not created: something already exists at this path")
+                            continue
+                    else:
+                        writer.replace(change.path, change.after, expected)
+                    written.append(change.path)
+                except WriteRefused as exc:
+                    refused(change.path, exc.reason)
     return written
-
-
-def _safe_target(root: Path, root_real: str, relpath: str) -> Path:
-    target = Path(root, relpath)
-    parent_real = os.path.realpath(target.parent if target.parent.exists() else _existing_parent(target))
-    if not is_within(parent_real, root_real) or ".." in Path(relpath).parts or Path(relpath).is_absolute():
-        raise WriteError(f"refusing to write outside the root: {relpath}")
-    if target.is_symlink():
-        raise WriteError(f"refusing to write through a symlink: {relpath}")
-    return target
-
-
-def _existing_parent(path: Path) -> Path:
-    p = path.parent
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    return p

@@ -221,8 +221,9 @@ def test_manifest_follows_pre_commit_conventions() -> None:
 
     hooks = {h["id"]: h for h in load_manifest(str(MANIFEST))}
     assert set(hooks) == {"porter-check", "porter-fix"}
-    assert hooks["porter-check"]["entry"] == "porter check --force-exclude"
-    assert hooks["porter-fix"]["entry"] == "porter apply --force-exclude"
+    # `--` ends porter's options: a staged file named `--select=PRT999.py` is a file (issue 17)
+    assert hooks["porter-check"]["entry"] == "porter check --force-exclude --"
+    assert hooks["porter-fix"]["entry"] == "porter apply --force-exclude --"
     for hook in hooks.values():
         assert hook["language"] == "python"
         assert hook["require_serial"] is True

@@ -66,15 +66,29 @@ class Outcome:
     """What a build + run gave: kind is ok, compile-error, runtime-error or timeout."""
 
     kind: str
-    outputs: dict[str, list[float]] = field(default_factory=dict)
+    outputs: dict[str, list[float]] = field(default_factory=dict)  # ints stay ints
     message: str = ""
 
     @property
     def ok(self) -> bool:
         return self.kind == "ok"
 
-    def same_as(self, other: Outcome) -> bool:
-        return self.ok and other.ok and self.outputs == other.outputs
+    def compared(self) -> dict[str, list[float]]:
+        """The outputs compared across modes: names starting with ``wave_`` depend on the warp size by design."""
+        return {k: v for k, v in self.outputs.items() if not k.startswith("wave_")}
+
+    def same_as(self, other: Outcome, ignore: Iterable[str] = ()) -> bool:
+        if not (self.ok and other.ok):
+            return False
+        skip = tuple(ignore)
+        a = {k: v for k, v in self.compared().items() if k.split("@")[0] not in skip}
+        b = {k: v for k, v in other.compared().items() if k.split("@")[0] not in skip}
+        return a == b
+
+    def differing(self, other: Outcome) -> set[str]:
+        """Output names (without the seed) whose values differ between two successful runs."""
+        a, b = self.compared(), other.compared()
+        return {k.split("@")[0] for k in set(a) | set(b) if a.get(k) != b.get(k)}
 
     def summary(self) -> str:
         if self.ok:
@@ -171,9 +185,10 @@ def hipify(sources: dict[str, Source]) -> dict[str, Source]:
         for key, src in sources.items():
             base = root / key
             main = base / src.name
-            hip_main = main.with_suffix(".hip")
-            if hip_main.exists():
-                main = hip_main
+            for renamed in (main.with_suffix(".hip"), main.with_name(f"{main.stem}_hip{main.suffix}")):
+                if renamed.exists():  # torch hipify: a.cu -> a.hip, a.cuh -> a_hip.cuh
+                    main = renamed
+                    break
             files = {str(p.relative_to(base)): p.read_text() for p in base.rglob("*") if p.is_file()}
             name = str(main.relative_to(base))
             text = files.pop(name)
@@ -278,8 +293,15 @@ def _parse(kind: str, body: str) -> Outcome:
         parts = line.split()
         if len(parts) < 2 or not parts[1].isdigit():
             continue
-        outputs[parts[0]] = [float(x) for x in parts[2:]]
+        outputs[parts[0]] = [_number(x) for x in parts[2:]]
     return Outcome("ok", outputs)
+
+
+def _number(x: str) -> float:
+    try:
+        return int(x)  # 64-bit masks stay exact
+    except ValueError:
+        return float(x)
 
 
 def build_and_run(src: Source, harness: Path | str, mode: Mode | str, seeds: Iterable[int] = (1,),

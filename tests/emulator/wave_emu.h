@@ -18,6 +18,7 @@
 //                        time, as HIP's __hip_assert does).
 //     EMU_HIP_SYNC=0     HIP without *_sync builtins (ROCm <= 6.1): using them does not compile.
 //     EMU_HIP_SYNC=2     a mask-dropping compatibility shim: *_sync accept any mask and ignore it.
+//   EMU_NO_WAVEFRONT_MACRO  do not define the deprecated __AMDGCN_WAVEFRONT_SIZE(__) (recent LLVM).
 //   EMU_TIMEOUT=<s>      watchdog (default 20 s): a lane that never yields (spin loop) ends the run.
 //
 // Errors (undefined behaviour the emulator detects) print "EMU-ERROR: <kind>: ..." on stderr and
@@ -97,6 +98,10 @@
 #define HIP_VERSION_MAJOR (HIP_VERSION / 10000000)
 #define HIP_VERSION_MINOR (HIP_VERSION / 100000 % 100)
 #define USE_ROCM 1
+#ifndef EMU_NO_WAVEFRONT_MACRO  // deprecated, removed from recent LLVM; still in ROCm 6.3's clang
+#define __AMDGCN_WAVEFRONT_SIZE EMU_WAVE
+#define __AMDGCN_WAVEFRONT_SIZE__ EMU_WAVE
+#endif
 #else
 #define __CUDACC__ 1
 #define __NVCC__ 1

@@ -62,9 +62,6 @@ __global__ void votes(unsigned long long* out) {
   out[3 * n + t] = sizeof(b) == 8 ? __popcll(b) : __popc((unsigned)b);
   mask_t c = BALLOT(t >= 37 && t < 50);
   out[4 * n + t] = sizeof(c) == 8 ? __ffsll((long long)c) : __ffs((int)c);
-  unsigned long long am = 0;
-  if (t % 2 == 0) am = (unsigned long long)__activemask();
-  out[5 * n + t] = am;
   out[6 * n + t] = __any(t == 5);
   out[7 * n + t] = __all(t != 63);
   out[8 * n + t] = (unsigned long long)__ballot(t < 3);
@@ -74,6 +71,10 @@ __global__ void votes(unsigned long long* out) {
 #else
   out[10 * n + t] = (t & 31) + 100 * (t & 31);
 #endif
+  // last: lanes that diverge here do not reconverge for later collectives in the emulator
+  unsigned long long am = 0;
+  if (t % 2 == 0) am = (unsigned long long)__activemask();
+  out[5 * n + t] = am;
 }
 
 __global__ void memory(const float* in, float* out, int* counters) {

@@ -31,6 +31,7 @@ class Case:
     companions: tuple[Path, ...] = ()  # project files patched and HIPified with the kernel
     libs: tuple[Path, ...] = ()  # library headers: copied, never patched
     unsafe: bool = False  # apply porter's UNSAFE fixes too
+    strategy: str = "logical"  # porter's [tool.porter.warp_size] strategy
     ref: str = "orig"  # "orig"; "patched" when the original does not compile under CUDA; "error" when
     #                    the original is itself undefined under CUDA (the emulator must say so)
     patched: str = "equal"  # "equal", "manual" (porter reports it without a fix), "compile-error"
@@ -111,6 +112,11 @@ CASES: tuple[Case, ...] = (
          harness=HERE / "harness" / "fused_softmax.cpp", value_hazard=True),
     _own("warpsize_loop", value_hazard=True),
     _own("legacy_mask_branch", unsafe=True, value_hazard=True),
+    _own("physical_block_stats", strategy="physical", unsafe=True, value_hazard=True, patched="manual",
+         manual_outputs=("shared_sums", "shared_positives"), manual_codes=("PRT506",),
+         why="physical strategy: lane/warp ids, loop start, shuffle width, ballot type and popc follow the "
+         "wavefront; `blockDim.x / 32` in device code (PRT506, no fix) still counts 32-lane warps, so the "
+         "kernel that sums per-warp shared slots over it is wrong on wave64 (mixed idiom)"),
     _own("item1_project_macro", xfail=ITEM1, hip32_broken=RDNA, xfail_unpatched=ITEM3),
     _own("item1_c10_warp_size", libs=(HERE / "kernels" / "include" / "c10_warp_stub.h",), xfail=ITEM1),
     _own("item1_constexpr_warp", xfail=ITEM1, hip32_broken=RDNA, xfail_unpatched=ITEM3),
@@ -125,8 +131,19 @@ NOT_RUN = {
     "h20_python": "Python-side (report only)",
 }
 
-RUNS = ("orig@cuda32", "patched@cuda32", "hip-patched@hip64", "hip-patched@hip32", "hip-orig@hip64",
-        "hip-orig@hip64-shim", "hip-orig@hip32")
+RUNS = ("orig@cuda32", "patched@cuda32", "hip-patched@hip64", "hip-patched@hip32", "hip-patched@hip64-legacy",
+        "hip-orig@hip64", "hip-orig@hip64-shim", "hip-orig@hip32")
+
+
+def runs_for(case: Case, patched_text: str) -> tuple[str, ...]:
+    """The runs a case needs: HIP <= 6.1 only where the patch calls porter's masked helpers (their
+    other path), wave32 without the patch only where the project's HIP branch is suspect there."""
+    skip = set()
+    if not re.search(r"porter_\w+_sync\(", patched_text):
+        skip.add("hip-patched@hip64-legacy")
+    if not case.hip32_broken:
+        skip.add("hip-orig@hip32")
+    return tuple(r for r in RUNS if r not in skip)
 
 
 @dataclass
@@ -175,15 +192,15 @@ def _sources(case: Case) -> tuple[Source, Source, list]:
     extra = {_rel(p): p.read_text() for p in case.companions}
     libs = {p.name: p.read_text() for p in case.libs}
     orig = Source(main_name, text, {**extra, **libs})
-    ptext, new = driver.porter_patch(text, main_name, unsafe=case.unsafe)
+    ptext, new = driver.porter_patch(text, main_name, unsafe=case.unsafe, strategy=case.strategy)
     pextra = dict(libs)
     for rel, body in extra.items():
-        t, n = driver.porter_patch(body, rel, unsafe=case.unsafe)
+        t, n = driver.porter_patch(body, rel, unsafe=case.unsafe, strategy=case.strategy)
         pextra[rel] = t
         new.update(n)
     pextra.update(new)
-    found = driver.porter_findings(text, main_name) + [f for rel, body in extra.items()
-                                                       for f in driver.porter_findings(body, rel)]
+    found = driver.porter_findings(text, main_name, case.strategy) + [
+        f for rel, body in extra.items() for f in driver.porter_findings(body, rel, case.strategy)]
     return orig, Source(main_name, ptext, pextra), found
 
 
@@ -202,7 +219,7 @@ def results() -> dict[str, Result]:
     for i, case in enumerate(CASES):
         variants = {"orig": origs[f"o{i}"], "patched": patcheds[f"p{i}"], "hip-orig": hip[f"o{i}"],
                     "hip-patched": hip[f"p{i}"]}
-        for run in RUNS:
+        for run in runs_for(case, out[case.id].patched_text):
             variant, mode = run.split("@")
             jobs[(case.id, run)] = (variants[variant], case.harness, mode, SEEDS)
     done = driver.run_all(jobs)
@@ -218,6 +235,8 @@ def differs(a: Outcome, ref: Outcome) -> bool:
 def verdict(r: Result, run: str) -> str:
     """One table cell: `ref`, `=` (same outputs as the reference), `C` (does not compile), `R: kind`
     (the emulator stopped it: deadlock, inactive-lane, hip-mask-check...), `≠ names` (different values)."""
+    if run not in r.outcomes:
+        return ""
     got = r.outcomes[run]
     if r.case.ref == "error" and run == "orig@cuda32" or run == f"{r.case.ref}@cuda32":
         return "ref" if got.ok else _err(got)
@@ -238,7 +257,8 @@ def _err(o: Outcome) -> str:
 
 
 HEADINGS = ("cuda32 original", "cuda32 patched", "hip64 patched+HIPify", "hip32 patched+HIPify",
-            "hip64 HIPify only (ROCm 6.3)", "hip64 HIPify only (mask shim)", "hip32 HIPify only")
+            "hip64 patched+HIPify (ROCm 6.1)", "hip64 HIPify only (ROCm 6.3)", "hip64 HIPify only (mask shim)",
+            "hip32 HIPify only")
 
 
 def markdown_table() -> str:

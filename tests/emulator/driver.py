@@ -132,20 +132,20 @@ def emulator_source(text: str) -> str:
         lambda m: f"{m.group(1)}* {m.group(2)} = reinterpret_cast<{m.group(1)}*>(::emu::dynamic_shared());", text)
 
 
-def porter_patch(text: str, rel: str, unsafe: bool = False) -> tuple[str, dict[str, str]]:
-    """porter's warp-size patch (logical strategy) of one file: (text, new files relative to its folder)."""
+def porter_patch(text: str, rel: str, unsafe: bool = False, strategy: str = "logical") -> tuple[str, dict[str, str]]:
+    """porter's warp-size patch of one file: (text, new files relative to its folder)."""
     from porter.engine import fix
     from porter.testing import settings_for
 
-    out = fix(rel, text, "cuda", settings_for("warp_size", unsafe=unsafe))
+    out = fix(rel, text, "cuda", settings_for("warp_size", unsafe=unsafe, warp_size={"strategy": strategy}))
     here = os.path.dirname(rel)
     return out.text, {os.path.relpath(p, here or "."): body for p, body in out.new_files.items()}
 
 
-def porter_findings(text: str, rel: str) -> list:
-    from porter.testing import findings
+def porter_findings(text: str, rel: str, strategy: str = "logical") -> list:
+    from porter.testing import findings, settings_for
 
-    return findings(text, rel, family="warp_size")
+    return findings(text, rel, settings=settings_for("warp_size", warp_size={"strategy": strategy}))
 
 
 @dataclass
@@ -297,11 +297,12 @@ def _parse(kind: str, body: str) -> Outcome:
     return Outcome("ok", outputs)
 
 
-def _number(x: str) -> float:
+def _number(x: str) -> float | str:
     try:
         return int(x)  # 64-bit masks stay exact
     except ValueError:
-        return float(x)
+        v = float(x)
+        return "nan" if v != v else v  # NaN compares equal to NaN here
 
 
 def build_and_run(src: Source, harness: Path | str, mode: Mode | str, seeds: Iterable[int] = (1,),

@@ -6,7 +6,7 @@
 // yields; once no lane of its wavefront can run any further, the operation is resolved for the lanes
 // that arrived, checked against the rules of the emulated API, and the lanes resume. __syncthreads is
 // a block barrier. __shared__ is `static`: blocks run one at a time, so every fiber of the running
-// block sees one copy.
+// block sees one copy; its bytes are poisoned before each block.
 //
 // Modes (preprocessor):
 //   EMU_HIP=0 (default)  CUDA: wave 32, *_sync intrinsics with 32-bit masks (plus the pre-Volta
@@ -120,7 +120,11 @@
 #define __noinline__ __attribute__((noinline))
 #define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(...)
-#define __shared__ static
+// __shared__ variables are statics in one ELF section, poisoned (0xff bytes: NaN / -1) before every block:
+// CUDA leaves shared memory uninitialised, so a kernel that reads a slot nobody wrote shows it.
+#define __shared__ static __attribute__((section("emu_shared")))
+extern "C" char __start_emu_shared[] __attribute__((weak));
+extern "C" char __stop_emu_shared[] __attribute__((weak));
 
 struct uint3 {
   unsigned int x, y, z;
@@ -370,6 +374,8 @@ inline void run_block(unsigned nthreads) {
     b.cap = nthreads;
   }
   b.n = nthreads;
+  if (__start_emu_shared != nullptr && __stop_emu_shared > __start_emu_shared)
+    memset(__start_emu_shared, 0xff, static_cast<size_t>(__stop_emu_shared - __start_emu_shared));
   const dim3 bd = block_dim();
   for (unsigned i = 0; i < nthreads; ++i) {
     Thread& t = b.threads[i];

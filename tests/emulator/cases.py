@@ -163,7 +163,12 @@ class Result:
         from porter.codemods.warp_size import RULES
 
         info = {r.code for r in RULES if r.severity.value == "info"}
-        return [f for f in self.findings if f.code not in info]
+
+        def severity(f) -> str:
+            sev = getattr(f, "severity", None)
+            return sev.value if sev is not None else ("info" if f.code in info else "warning")
+
+        return [f for f in self.findings if severity(f) != "info"]
 
     @property
     def codes(self) -> list[str]:

@@ -101,8 +101,9 @@ class Outcome:
         if not (self.ok and other.ok):
             return f"{self.summary()} vs {other.summary()}"
         out = []
-        for name in sorted(set(self.outputs) | set(other.outputs)):
-            a, b = self.outputs.get(name), other.outputs.get(name)
+        mine, theirs = self.compared(), other.compared()
+        for name in sorted(set(mine) | set(theirs)):
+            a, b = mine.get(name), theirs.get(name)
             if a == b:
                 continue
             if a is None or b is None or len(a) != len(b):
@@ -340,12 +341,15 @@ def main(argv: list[str] | None = None) -> int:
     seeds = args.seed or [1, 2, 3]
     orig = Source(args.kernel.name, args.kernel.read_text())
     results = {}
+    hip_src = None
     for name in args.modes.split(","):
         mode = MODES[name]
         src = orig
         if mode.hip and args.porter:
-            text, new = porter_patch(orig.text, orig.name)
-            src = hipify({"k": Source(orig.name, text, new)})["k"]
+            if hip_src is None:
+                text, new = porter_patch(orig.text, orig.name)
+                hip_src = hipify({"k": Source(orig.name, text, new)})["k"]
+            src = hip_src
         results[name] = build_and_run(src, args.harness, mode, seeds)
     ref = results.get("cuda32")
     for name, got in results.items():

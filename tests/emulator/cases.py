@@ -39,6 +39,7 @@ class Case:
     manual_codes: tuple[str, ...] = ()  # with "manual": the findings (without an applied fix) that explain it
     why: str = ""
     xfail: str = ""  # an issue-13 item that makes the patched wave64 check fail today
+    xfail_patch: str = ""  # an issue-13 item that makes every patched check fail today (the patch breaks)
     value_hazard: bool = False  # the mask-dropping shim must show different values (not only C/R)
     hip32_broken: str = ""  # the project's own HIP branch is wrong on wave32 (RDNA): not porter's doing
     hazard_visible: bool = True  # False: the emulator cannot show this file's hazard (reason in `why`)
@@ -61,6 +62,8 @@ ITEM1 = "issue 13 item 1: width 32 pinned where the warp constant is 64 on AMD"
 ITEM1_ANY = "issue 13 item 1: legacy __any in a USE_ROCM branch halved to porter_any32"
 ITEM3 = ("issue 13 item 3: #if branches are not evaluated: porter reports the CUDA-only #else code and the "
          "human-written 64-lane HIP code, which the emulator shows to be right on wave64")
+ITEM2 = ("issue 13 item 2: `warpSize` rewritten by text: a local declared in a macro body and a parameter "
+         "become `int 32`, so the patched file does not compile, on CUDA either")
 RDNA = "the project's HIP branch assumes 64 lanes on every AMD GPU, so it is wrong on wave32 before porter's patch"
 
 CASES: tuple[Case, ...] = (
@@ -117,6 +120,7 @@ CASES: tuple[Case, ...] = (
          why="physical strategy: lane/warp ids, loop start, shuffle width, ballot type and popc follow the "
          "wavefront; `blockDim.x / 32` in device code (PRT506, no fix) still counts 32-lane warps, so the "
          "kernel that sums per-warp shared slots over it is wrong on wave64 (mixed idiom)"),
+    _own("item2_named_warpsize", xfail_patch=ITEM2),
     _own("item1_project_macro", xfail=ITEM1, hip32_broken=RDNA, xfail_unpatched=ITEM3),
     _own("item1_c10_warp_size", libs=(HERE / "kernels" / "include" / "c10_warp_stub.h",), xfail=ITEM1),
     _own("item1_constexpr_warp", xfail=ITEM1, hip32_broken=RDNA, xfail_unpatched=ITEM3),

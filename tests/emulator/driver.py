@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ INCLUDE = HERE / "include"
 GXX = shutil.which("g++")
 CACHE = Path(os.environ.get("TMPDIR", tempfile.gettempdir())) / "porter-wave-emu"
 RUN_TIMEOUT = 60
+CXXFLAGS = ("-std=c++17", "-O1", "-w", "-fno-threadsafe-statics")
 
 
 @dataclass(frozen=True)
@@ -214,7 +216,7 @@ def build(src: Source, harness: Path | str, mode: Mode | str, defines: Iterable[
         raise RuntimeError("g++ is not installed")
     mode = MODES[mode] if isinstance(mode, str) else mode
     harness = Path(harness)
-    h = hashlib.sha256(_emulator_digest().encode())
+    h = hashlib.sha256((_emulator_digest() + repr(CXXFLAGS)).encode())
     for rel, body in sorted(src.files().items()):
         h.update(rel.encode() + b"\0" + body.encode() + b"\0")
     h.update(harness.read_bytes())
@@ -234,7 +236,7 @@ def build(src: Source, harness: Path | str, mode: Mode | str, defines: Iterable[
     main = work / "src" / src.name
     hcpp = work / "harness.cpp"
     hcpp.write_text(emulator_source(harness.read_text()))
-    argv = [GXX, "-std=c++17", "-O1", "-w", "-fno-threadsafe-statics", f"-I{INCLUDE}", f"-I{main.parent}",
+    argv = [GXX, *CXXFLAGS, f"-I{INCLUDE}", f"-I{main.parent}",
             "-include", str(HEADER), *[f"-D{d}" for d in (*mode.defines, *defines)],
             f'-DEMU_KERNEL="{main}"', str(hcpp), "-o", str(work / "run")]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
@@ -282,7 +284,9 @@ def run(exe: Path, seed: int = 1, timeout: int = RUN_TIMEOUT) -> Outcome:
         kind = "runtime-error"
         errs = [ln for ln in proc.stderr.splitlines() if ln.startswith("EMU-ERROR")]
         body = "\n".join(errs) or f"exit status {proc.returncode}: {proc.stderr[-1000:]}"
-    memo.write_text(f"{kind}\n{body}")
+    tmp = memo.with_name(f"{memo.name}.{os.getpid()}.{threading.get_ident()}")
+    tmp.write_text(f"{kind}\n{body}")
+    os.replace(tmp, memo)
     return _parse(kind, body)
 
 

@@ -105,6 +105,7 @@ def test_votes_ballots_and_bit_helpers(selftest: dict, mode: str) -> None:
     assert rows[8] == per_wave(lambda w: bits(w, lambda t: t < 3))
     assert rows[9][0] == 32 + 800 + 1000 and rows[9][1] == 31 + 1800 and rows[9][63] == 26 + 1800
     assert rows[10] == [(t % W) * 101 for t in range(64)]
+    assert rows[11] == per_wave(lambda w: int(5 in w))  # all lanes vote again after the divergent branch
     if W == 64:
         assert rows[0][0] == 0x9249249249249249 and rows[5][0] == 0x5555555555555555 and rows[1][0] == 1
     else:

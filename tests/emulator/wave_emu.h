@@ -25,9 +25,13 @@
 // exit with status 86: a collective whose mask names lanes that exited or wait elsewhere (CUDA would
 // hang or be undefined), a shuffle reading an inactive lane, HIP's mask check, a bad width.
 //
+// Divergence: lanes of a wavefront waiting at different collectives are resolved call site by call site,
+// the one written first in the file first (structured reconvergence); sites in different files are
+// resolved together.
+//
 // Not modelled: the memory model beyond "lanes run one at a time between collectives" (implicit
-// warp-synchronous code, e.g. volatile shared-memory trees, is NOT lockstep here), streams,
-// cooperative groups, cub/hipcub, texture and half types, inline PTX.
+// warp-synchronous code, e.g. volatile shared-memory trees, is NOT lockstep here), streams, cooperative
+// launch (groups: only this_thread_block and tiled_partition), cub/hipcub, texture and half types, PTX.
 #ifndef WAVE_EMU_H_
 #define WAVE_EMU_H_
 
@@ -126,6 +130,9 @@
 extern "C" char __start_emu_shared[] __attribute__((weak));
 extern "C" char __stop_emu_shared[] __attribute__((weak));
 
+// the call site of an intrinsic, for the order in which divergent lanes' collectives are resolved
+#define EMU_SITE const char *emu_file_ = __builtin_FILE(), int emu_line_ = __builtin_LINE()
+
 struct uint3 {
   unsigned int x, y, z;
 };
@@ -184,6 +191,8 @@ struct Thread {
   unsigned char val[32];
   unsigned size;
   const char* name;
+  const char* file;  // call site of the intrinsic (nullptr: unknown)
+  int line;
   // its result
   unsigned char res[32];
   bits_t res_bits;
@@ -266,18 +275,42 @@ inline void resolve_wave(unsigned wv) {
   bits_t pending = 0;
   for (unsigned l = 0; l < cnt; ++l)
     if (b.threads[base + l].st == AT_WARP) pending |= lane_bit(l);
+  // groups: lanes at the same kind of collective with the same width and mask (call sites may differ,
+  // as CUDA >= 9 allows)
+  bits_t groups[64];
+  int lines[64];
+  int ng = 0;
+  bool same_file = true;
+  const char* file0 = nullptr;
   while (pending) {
-    // one group: lanes at the same kind of collective with the same width and mask
     unsigned first = __builtin_ctzll(pending);
     Thread& f = b.threads[base + first];
     bits_t group = 0;
+    int line = INT_MAX;
     for (unsigned l = first; l < cnt; ++l) {
       Thread& t = b.threads[base + l];
       if ((pending & lane_bit(l)) && t.op == f.op && t.width == f.width && t.mask == f.mask &&
-          t.mask_kind == f.mask_kind && t.size == f.size)
+          t.mask_kind == f.mask_kind && t.size == f.size) {
         group |= lane_bit(l);
+        if (t.file == nullptr || (file0 != nullptr && strcmp(t.file, file0) != 0)) same_file = false;
+        if (t.file != nullptr && file0 == nullptr) file0 = t.file;
+        if (t.line < line) line = t.line;
+      }
     }
     pending &= ~group;
+    groups[ng] = group;
+    lines[ng] = line;
+    ++ng;
+  }
+  // Lanes of one wavefront waiting at different collectives diverged. Structured code reconverges after
+  // the branch, so the collective written first (the branch body) goes first and the others wait, when
+  // all call sites are in one file; otherwise every group is resolved now.
+  int min_line = INT_MAX;
+  for (int g = 0; g < ng; ++g) min_line = lines[g] < min_line ? lines[g] : min_line;
+  for (int gi = 0; gi < ng; ++gi) {
+    if (ng > 1 && same_file && lines[gi] != min_line) continue;
+    const bits_t group = groups[gi];
+    Thread& f = b.threads[base + __builtin_ctzll(group)];
     char who[2048];
     // mask rules
     if (f.mask_kind == MASK_CUDA) {
@@ -486,7 +519,8 @@ inline void* dynamic_shared() { return blk().dyn_shared; }
 
 // ---- the collective entry points -------------------------------------------------------------------
 template <class T>
-inline T shuffle(int op, const char* name, int mask_kind, bits_t mask, T v, long long arg, int width) {
+inline T shuffle(int op, const char* name, int mask_kind, bits_t mask, T v, long long arg, int width,
+                 const char* file, int line) {
   static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 32, "shuffled type");
   Thread& t = me();
   t.op = op;
@@ -496,13 +530,16 @@ inline T shuffle(int op, const char* name, int mask_kind, bits_t mask, T v, long
   t.width = width;
   t.arg = arg;
   t.size = sizeof(T);
+  t.file = file;
+  t.line = line;
   memcpy(t.val, &v, sizeof(T));
   yield_to_scheduler(AT_WARP);
   T r;
   memcpy(&r, t.res, sizeof(T));
   return r;
 }
-inline bits_t vote(int op, const char* name, int mask_kind, bits_t mask, int pred) {
+inline bits_t vote(int op, const char* name, int mask_kind, bits_t mask, int pred, const char* file = nullptr,
+                   int line = 0) {
   Thread& t = me();
   t.op = op;
   t.name = name;
@@ -511,6 +548,8 @@ inline bits_t vote(int op, const char* name, int mask_kind, bits_t mask, int pre
   t.width = W;
   t.pred = pred != 0;
   t.size = 0;
+  t.file = file;
+  t.line = line;
   yield_to_scheduler(AT_WARP);
   return t.res_bits;
 }
@@ -598,65 +637,65 @@ inline int __ffsll(unsigned long long x) { return __builtin_ffsll(static_cast<lo
 // ---- shuffles, votes ---------------------------------------------------------------------------------
 // Maskless family: HIP's (width defaults to the wavefront) and pre-Volta CUDA's (width 32).
 template <class T>
-inline T __shfl(T v, int src, int width = warpSize) {
-  return ::emu::shuffle(::emu::OP_SHFL, "__shfl", ::emu::MASK_NONE, 0, v, src, width);
+inline T __shfl(T v, int src, int width = warpSize, EMU_SITE) {
+  return ::emu::shuffle(::emu::OP_SHFL, "__shfl", ::emu::MASK_NONE, 0, v, src, width, emu_file_, emu_line_);
 }
 template <class T>
-inline T __shfl_up(T v, unsigned int d, int width = warpSize) {
-  return ::emu::shuffle(::emu::OP_SHFL_UP, "__shfl_up", ::emu::MASK_NONE, 0, v, d, width);
+inline T __shfl_up(T v, unsigned int d, int width = warpSize, EMU_SITE) {
+  return ::emu::shuffle(::emu::OP_SHFL_UP, "__shfl_up", ::emu::MASK_NONE, 0, v, d, width, emu_file_, emu_line_);
 }
 template <class T>
-inline T __shfl_down(T v, unsigned int d, int width = warpSize) {
-  return ::emu::shuffle(::emu::OP_SHFL_DOWN, "__shfl_down", ::emu::MASK_NONE, 0, v, d, width);
+inline T __shfl_down(T v, unsigned int d, int width = warpSize, EMU_SITE) {
+  return ::emu::shuffle(::emu::OP_SHFL_DOWN, "__shfl_down", ::emu::MASK_NONE, 0, v, d, width, emu_file_, emu_line_);
 }
 template <class T>
-inline T __shfl_xor(T v, int m, int width = warpSize) {
-  return ::emu::shuffle(::emu::OP_SHFL_XOR, "__shfl_xor", ::emu::MASK_NONE, 0, v, m, width);
+inline T __shfl_xor(T v, int m, int width = warpSize, EMU_SITE) {
+  return ::emu::shuffle(::emu::OP_SHFL_XOR, "__shfl_xor", ::emu::MASK_NONE, 0, v, m, width, emu_file_, emu_line_);
 }
-inline int __any(int p) { return static_cast<int>(::emu::vote(::emu::OP_ANY, "__any", ::emu::MASK_NONE, 0, p)); }
-inline int __all(int p) { return static_cast<int>(::emu::vote(::emu::OP_ALL, "__all", ::emu::MASK_NONE, 0, p)); }
+inline int __any(int p, EMU_SITE) { return static_cast<int>(::emu::vote(::emu::OP_ANY, "__any", ::emu::MASK_NONE, 0, p, emu_file_, emu_line_)); }
+inline int __all(int p, EMU_SITE) { return static_cast<int>(::emu::vote(::emu::OP_ALL, "__all", ::emu::MASK_NONE, 0, p, emu_file_, emu_line_)); }
 
 #if !EMU_HIP
 // CUDA: 32-bit masks; every lane named in the mask must take part.
-inline unsigned int __ballot(int p) {
-  return static_cast<unsigned>(::emu::vote(::emu::OP_BALLOT, "__ballot", ::emu::MASK_NONE, 0, p));
+inline unsigned int __ballot(int p, EMU_SITE) {
+  return static_cast<unsigned>(::emu::vote(::emu::OP_BALLOT, "__ballot", ::emu::MASK_NONE, 0, p, emu_file_, emu_line_));
 }
 template <class T>
-inline T __shfl_sync(unsigned int mask, T v, int src, int width = warpSize) {
-  return ::emu::shuffle(::emu::OP_SHFL, "__shfl_sync", ::emu::MASK_CUDA, mask, v, src, width);
+inline T __shfl_sync(unsigned int mask, T v, int src, int width = warpSize, EMU_SITE) {
+  return ::emu::shuffle(::emu::OP_SHFL, "__shfl_sync", ::emu::MASK_CUDA, mask, v, src, width, emu_file_, emu_line_);
 }
 template <class T>
-inline T __shfl_up_sync(unsigned int mask, T v, unsigned int d, int width = warpSize) {
-  return ::emu::shuffle(::emu::OP_SHFL_UP, "__shfl_up_sync", ::emu::MASK_CUDA, mask, v, d, width);
+inline T __shfl_up_sync(unsigned int mask, T v, unsigned int d, int width = warpSize, EMU_SITE) {
+  return ::emu::shuffle(::emu::OP_SHFL_UP, "__shfl_up_sync", ::emu::MASK_CUDA, mask, v, d, width, emu_file_, emu_line_);
 }
 template <class T>
-inline T __shfl_down_sync(unsigned int mask, T v, unsigned int d, int width = warpSize) {
-  return ::emu::shuffle(::emu::OP_SHFL_DOWN, "__shfl_down_sync", ::emu::MASK_CUDA, mask, v, d, width);
+inline T __shfl_down_sync(unsigned int mask, T v, unsigned int d, int width = warpSize, EMU_SITE) {
+  return ::emu::shuffle(::emu::OP_SHFL_DOWN, "__shfl_down_sync", ::emu::MASK_CUDA, mask, v, d, width, emu_file_, emu_line_);
 }
 template <class T>
-inline T __shfl_xor_sync(unsigned int mask, T v, int m, int width = warpSize) {
-  return ::emu::shuffle(::emu::OP_SHFL_XOR, "__shfl_xor_sync", ::emu::MASK_CUDA, mask, v, m, width);
+inline T __shfl_xor_sync(unsigned int mask, T v, int m, int width = warpSize, EMU_SITE) {
+  return ::emu::shuffle(::emu::OP_SHFL_XOR, "__shfl_xor_sync", ::emu::MASK_CUDA, mask, v, m, width, emu_file_, emu_line_);
 }
-inline unsigned int __ballot_sync(unsigned int mask, int p) {
-  return static_cast<unsigned>(::emu::vote(::emu::OP_BALLOT, "__ballot_sync", ::emu::MASK_CUDA, mask, p));
+inline unsigned int __ballot_sync(unsigned int mask, int p, EMU_SITE) {
+  return static_cast<unsigned>(::emu::vote(::emu::OP_BALLOT, "__ballot_sync", ::emu::MASK_CUDA, mask, p, emu_file_, emu_line_));
 }
-inline int __any_sync(unsigned int mask, int p) {
-  return static_cast<int>(::emu::vote(::emu::OP_ANY, "__any_sync", ::emu::MASK_CUDA, mask, p));
+inline int __any_sync(unsigned int mask, int p, EMU_SITE) {
+  return static_cast<int>(::emu::vote(::emu::OP_ANY, "__any_sync", ::emu::MASK_CUDA, mask, p, emu_file_, emu_line_));
 }
-inline int __all_sync(unsigned int mask, int p) {
-  return static_cast<int>(::emu::vote(::emu::OP_ALL, "__all_sync", ::emu::MASK_CUDA, mask, p));
+inline int __all_sync(unsigned int mask, int p, EMU_SITE) {
+  return static_cast<int>(::emu::vote(::emu::OP_ALL, "__all_sync", ::emu::MASK_CUDA, mask, p, emu_file_, emu_line_));
 }
-inline unsigned int __activemask() {
-  return static_cast<unsigned>(::emu::vote(::emu::OP_ACTIVEMASK, "__activemask", ::emu::MASK_NONE, 0, 1));
+inline unsigned int __activemask(EMU_SITE) {
+  return static_cast<unsigned>(::emu::vote(::emu::OP_ACTIVEMASK, "__activemask", ::emu::MASK_NONE, 0, 1, emu_file_, emu_line_));
 }
-inline void __syncwarp(unsigned int mask = 0xffffffffu) {
-  ::emu::vote(::emu::OP_SYNCWARP, "__syncwarp", ::emu::MASK_CUDA, mask, 1);
+inline void __syncwarp(unsigned int mask = 0xffffffffu, EMU_SITE) {
+  ::emu::vote(::emu::OP_SYNCWARP, "__syncwarp", ::emu::MASK_CUDA, mask, 1, emu_file_, emu_line_);
 }
 #else
 // HIP: 64-bit ballots and lane masks; no __syncwarp.
-inline unsigned long long __ballot(int p) { return ::emu::vote(::emu::OP_BALLOT, "__ballot", ::emu::MASK_NONE, 0, p); }
-inline unsigned long long __activemask() {
-  return ::emu::vote(::emu::OP_ACTIVEMASK, "__activemask", ::emu::MASK_NONE, 0, 1);
+inline unsigned long long __ballot(int p, EMU_SITE) { return ::emu::vote(::emu::OP_BALLOT, "__ballot", ::emu::MASK_NONE, 0, p, emu_file_, emu_line_); }
+inline unsigned long long __activemask(EMU_SITE) {
+  return ::emu::vote(::emu::OP_ACTIVEMASK, "__activemask", ::emu::MASK_NONE, 0, 1, emu_file_, emu_line_);
 }
 inline unsigned int __lane_id() { return ::emu::lane_id(); }
 inline unsigned long long __lanemask_lt() { return (1ull << __lane_id()) - 1ull; }
@@ -666,7 +705,7 @@ inline unsigned long long __lanemask_gt() {
 }
 inline unsigned long long __lanemask_eq() { return 1ull << __lane_id(); }
 #define __builtin_amdgcn_wave_barrier() \
-  ((void)::emu::vote(::emu::OP_WAVE_BARRIER, "__builtin_amdgcn_wave_barrier", ::emu::MASK_NONE, 0, 1))
+  ((void)::emu::vote(::emu::OP_WAVE_BARRIER, "__builtin_amdgcn_wave_barrier", ::emu::MASK_NONE, 0, 1, nullptr, 0))
 #define __builtin_amdgcn_fence(...) ((void)0)
 #define __builtin_amdgcn_wavefrontsize() (EMU_WAVE)
 #if EMU_HIP_SYNC == 1 || EMU_HIP_SYNC == 2
@@ -680,40 +719,40 @@ inline unsigned long long __lanemask_eq() { return 1ull << __lane_id(); }
 #define EMU_MASK_KIND ::emu::MASK_NONE
 #endif
 template <class M, class T>
-inline T __shfl_sync(M mask, T v, int src, int width = warpSize) {
+inline T __shfl_sync(M mask, T v, int src, int width = warpSize, EMU_SITE) {
   EMU_MASK64(M);
-  return ::emu::shuffle(::emu::OP_SHFL, "__shfl_sync", EMU_MASK_KIND, (unsigned long long)mask, v, src, width);
+  return ::emu::shuffle(::emu::OP_SHFL, "__shfl_sync", EMU_MASK_KIND, (unsigned long long)mask, v, src, width, emu_file_, emu_line_);
 }
 template <class M, class T>
-inline T __shfl_up_sync(M mask, T v, unsigned int d, int width = warpSize) {
+inline T __shfl_up_sync(M mask, T v, unsigned int d, int width = warpSize, EMU_SITE) {
   EMU_MASK64(M);
-  return ::emu::shuffle(::emu::OP_SHFL_UP, "__shfl_up_sync", EMU_MASK_KIND, (unsigned long long)mask, v, d, width);
+  return ::emu::shuffle(::emu::OP_SHFL_UP, "__shfl_up_sync", EMU_MASK_KIND, (unsigned long long)mask, v, d, width, emu_file_, emu_line_);
 }
 template <class M, class T>
-inline T __shfl_down_sync(M mask, T v, unsigned int d, int width = warpSize) {
+inline T __shfl_down_sync(M mask, T v, unsigned int d, int width = warpSize, EMU_SITE) {
   EMU_MASK64(M);
   return ::emu::shuffle(::emu::OP_SHFL_DOWN, "__shfl_down_sync", EMU_MASK_KIND, (unsigned long long)mask, v, d,
-                        width);
+                        width, emu_file_, emu_line_);
 }
 template <class M, class T>
-inline T __shfl_xor_sync(M mask, T v, int m, int width = warpSize) {
+inline T __shfl_xor_sync(M mask, T v, int m, int width = warpSize, EMU_SITE) {
   EMU_MASK64(M);
-  return ::emu::shuffle(::emu::OP_SHFL_XOR, "__shfl_xor_sync", EMU_MASK_KIND, (unsigned long long)mask, v, m, width);
+  return ::emu::shuffle(::emu::OP_SHFL_XOR, "__shfl_xor_sync", EMU_MASK_KIND, (unsigned long long)mask, v, m, width, emu_file_, emu_line_);
 }
 template <class M>
-inline unsigned long long __ballot_sync(M mask, int p) {
+inline unsigned long long __ballot_sync(M mask, int p, EMU_SITE) {
   EMU_MASK64(M);
-  return ::emu::vote(::emu::OP_BALLOT, "__ballot_sync", EMU_MASK_KIND, (unsigned long long)mask, p);
+  return ::emu::vote(::emu::OP_BALLOT, "__ballot_sync", EMU_MASK_KIND, (unsigned long long)mask, p, emu_file_, emu_line_);
 }
 template <class M>
-inline int __any_sync(M mask, int p) {
+inline int __any_sync(M mask, int p, EMU_SITE) {
   EMU_MASK64(M);
-  return static_cast<int>(::emu::vote(::emu::OP_ANY, "__any_sync", EMU_MASK_KIND, (unsigned long long)mask, p));
+  return static_cast<int>(::emu::vote(::emu::OP_ANY, "__any_sync", EMU_MASK_KIND, (unsigned long long)mask, p, emu_file_, emu_line_));
 }
 template <class M>
-inline int __all_sync(M mask, int p) {
+inline int __all_sync(M mask, int p, EMU_SITE) {
   EMU_MASK64(M);
-  return static_cast<int>(::emu::vote(::emu::OP_ALL, "__all_sync", EMU_MASK_KIND, (unsigned long long)mask, p));
+  return static_cast<int>(::emu::vote(::emu::OP_ALL, "__all_sync", EMU_MASK_KIND, (unsigned long long)mask, p, emu_file_, emu_line_));
 }
 #endif
 #endif

@@ -4,9 +4,9 @@ int main(int argc, char** argv) {
   static int sh[15 * 64];
   shuffles<<<1, 64>>>(sh);
   emu::print("shuffles", sh, 15 * 64);
-  static unsigned long long vo[11 * 64];
+  static unsigned long long vo[12 * 64];
   votes<<<1, 64>>>(vo);
-  emu::print("votes", vo, 11 * 64);
+  emu::print("votes", vo, 12 * 64);
   static float in[128], out[128];
   static int counters[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   for (int i = 0; i < 128; ++i) in[i] = (float)i;

@@ -21,12 +21,12 @@ struct thread_block_tile {
   static constexpr unsigned size() { return N; }
   static constexpr unsigned num_threads() { return N; }
   void sync() const { (void)::emu::vote(::emu::OP_WAVE_BARRIER, "tile.sync", ::emu::MASK_NONE, 0, 1); }
-  template <class T> T shfl(T v, int src) const { return ::emu::shuffle(::emu::OP_SHFL, "tile.shfl", ::emu::MASK_NONE, 0, v, src, N); }
-  template <class T> T shfl_xor(T v, int m) const { return ::emu::shuffle(::emu::OP_SHFL_XOR, "tile.shfl_xor", ::emu::MASK_NONE, 0, v, m, N); }
-  template <class T> T shfl_up(T v, unsigned d) const { return ::emu::shuffle(::emu::OP_SHFL_UP, "tile.shfl_up", ::emu::MASK_NONE, 0, v, d, N); }
-  template <class T> T shfl_down(T v, unsigned d) const { return ::emu::shuffle(::emu::OP_SHFL_DOWN, "tile.shfl_down", ::emu::MASK_NONE, 0, v, d, N); }
+  template <class T> T shfl(T v, int src) const { return ::emu::shuffle(::emu::OP_SHFL, "tile.shfl", ::emu::MASK_NONE, 0, v, src, N, nullptr, 0); }
+  template <class T> T shfl_xor(T v, int m) const { return ::emu::shuffle(::emu::OP_SHFL_XOR, "tile.shfl_xor", ::emu::MASK_NONE, 0, v, m, N, nullptr, 0); }
+  template <class T> T shfl_up(T v, unsigned d) const { return ::emu::shuffle(::emu::OP_SHFL_UP, "tile.shfl_up", ::emu::MASK_NONE, 0, v, d, N, nullptr, 0); }
+  template <class T> T shfl_down(T v, unsigned d) const { return ::emu::shuffle(::emu::OP_SHFL_DOWN, "tile.shfl_down", ::emu::MASK_NONE, 0, v, d, N, nullptr, 0); }
   unsigned long long ballot(int p) const {
-    unsigned long long b = ::emu::vote(::emu::OP_BALLOT, "tile.ballot", ::emu::MASK_NONE, 0, p);
+    unsigned long long b = ::emu::vote(::emu::OP_BALLOT, "tile.ballot", ::emu::MASK_NONE, 0, p, nullptr, 0);
     unsigned base = (this_thread_block().thread_rank() % EMU_WAVE) / N * N;
     return N == 64 ? b : (b >> base) & ((1ull << N) - 1);
   }

@@ -71,10 +71,11 @@ __global__ void votes(unsigned long long* out) {
 #else
   out[10 * n + t] = (t & 31) + 100 * (t & 31);
 #endif
-  // last: lanes that diverge here do not reconverge for later collectives in the emulator
   unsigned long long am = 0;
   if (t % 2 == 0) am = (unsigned long long)__activemask();
   out[5 * n + t] = am;
+  // the wavefront reconverges after the branch: every lane takes part in the next vote
+  out[11 * n + t] = ANY(t == 5);
 }
 
 __global__ void memory(const float* in, float* out, int* counters) {

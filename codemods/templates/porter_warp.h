@@ -95,9 +95,13 @@ inline int host_warp_size(int device = -1) {
   }
   return cache[device];
 }
-#if PORTER_HAS_DEVICE
+#if PORTER_HAS_DEVICE && !defined(PORTER_SINGLE_PASS)
 __device__ constexpr int warp_size() { return PORTER_DEVICE_WARP_SIZE; }
 __host__ inline int warp_size() { return host_warp_size(); }
+#elif PORTER_HAS_DEVICE
+// A compiler with one pass for host and device code (porter's CPU wavefront emulator defines
+// PORTER_SINGLE_PASS) cannot overload on __host__/__device__: the device value.
+constexpr int warp_size() { return PORTER_DEVICE_WARP_SIZE; }
 #else
 inline int warp_size() { return host_warp_size(); }
 #endif

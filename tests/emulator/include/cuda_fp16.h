@@ -1,0 +1,2 @@
+// Stand-in for <cuda_fp16.h>: half types are not emulated.
+#pragma once

@@ -1,0 +1,2 @@
+// Stand-in for <hip/hip_fp16.h>: half types are not emulated.
+#pragma once

@@ -56,7 +56,7 @@ def render_text_summary(summary: AuditSummary) -> str:
     ]
     lines += [f"    - {r}" for r in est.reasoning]
     lines += [
-        f"  goal:        {fit.goal} (playbook: {fit.typical_effort}, {fit.risk} risk)",
+        f"  goal:        {fit.goal} (typically {fit.typical_effort}, {fit.risk} risk)",
         f"    this estimate is {s.versus_typical}",
     ]
     lines += [f"    evidence: {e}" for e in fit.evidence]
@@ -102,7 +102,7 @@ def render_markdown(findings: Sequence[Finding], summary: AuditSummary, title: s
         f"- **Blockers:** {s.blockers_total} (shim/replace sites without a safe fix)",
         f"- **Estimate:** {est.low_days:g}-{est.high_days:g} engineer-days (point {est.days:g}, "
         f"{est.total_hours:g} h at {est.hours_per_day:g} focused h/day)",
-        f"- **Goal this repository fits:** {fit.goal} (playbook: {fit.typical_effort}, {fit.risk} risk); "
+        f"- **Goal this repository fits:** {fit.goal} (typically {fit.typical_effort}, {fit.risk} risk); "
         f"this estimate is {s.versus_typical}",
         "",
     ]

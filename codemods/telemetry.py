@@ -3,7 +3,7 @@
 pynvml (nvidia-ml-py) only talks to NVIDIA's driver. PyTorch's own telemetry helpers
 (``torch.cuda.mem_get_info``, ``utilization``, ``memory_usage``, ``power_draw``,
 ``temperature``, ``clock_rate``, ``get_device_name``) use pynvml on NVIDIA and amdsmi on ROCm,
-so they are the portable route (python-rewrites spec §6). What differs:
+so they are the portable route. What differs:
 
 - device indices: NVML's are physical, torch's follow ``CUDA_VISIBLE_DEVICES`` /
   ``HIP_VISIBLE_DEVICES`` (trap 24), so every rewrite that carries a handle's index, and
@@ -47,7 +47,7 @@ RULES = (
          "safe as the least safe of those rewrites."),
     rule("PRT731", "nvml-device-count", NAME, "`nvmlDeviceGetCount()` → `torch.cuda.device_count()`.",
          Category.SHIM, fix=UNSAFE, effort_hours=0.25,
-         explanation=f"Unsafe: {_VIS} (spec §9 trap 24)."),
+         explanation=f"Unsafe: {_VIS}."),
     rule("PRT732", "nvml-device-handle", NAME, "`nvmlDeviceGetHandleByIndex(i)`: the handle becomes the torch index `i`.",
          Category.SHIM, fix=UNSAFE, effort_hours=0.25,
          explanation=f"Unsafe: {_VIS}. Rewritten only when the handle is a plain variable whose every use is "
@@ -62,7 +62,7 @@ RULES = (
     rule("PRT734", "nvml-utilization", NAME, "`nvmlDeviceGetUtilizationRates(h)` → `torch.cuda.utilization` / `memory_usage`.",
          Category.SHIM, fix=UNSAFE, effort_hours=0.25,
          explanation="Unsafe: on AMD these read amdsmi `gfx_activity` / `umc_activity`, activity counters "
-         "that approximate NVML's percentages (spec §9 trap 23)."),
+         "that approximate NVML's percentages."),
     rule("PRT735", "nvml-power-usage", NAME, "`nvmlDeviceGetPowerUsage(h)` (mW) → `porter_device.power_draw_mw(i)`.",
          Category.SHIM, fix=UNSAFE, effort_hours=0.25,
          explanation="Unit trap: `torch.cuda.power_draw` is mW on NVIDIA and W on ROCm (0 when amdsmi says "

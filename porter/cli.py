@@ -55,6 +55,8 @@ class PorterGroup(click.Group):
 
             if isinstance(exc, ConfigError):
                 click.echo(f"porter: config error: {exc}", err=True)
+            elif isinstance(exc, FileNotFoundError) and getattr(exc, "install_hint", None):
+                click.echo(f"porter: {exc}", err=True)
             elif isinstance(exc, FamilyLoadError):
                 click.echo(f"porter: {exc}", err=True)
             else:
@@ -70,10 +72,12 @@ def main() -> None:
     """porter: port PyTorch code off NVIDIA lock-in (CUDA → ROCm, vendor-neutral).
 
     \b
+    porter migrate REPO     the whole port as a reviewed patch series plus MIGRATION.md
     porter audit PATH       inventory the CUDA surface, classified, with an effort estimate
     porter apply --dry-run  preview the fixes as a git-apply-able diff
     porter apply            write the safe fixes (--unsafe-fixes adds approximations)
     porter check FILES      fail when CUDA lock-in is present (pre-commit)
+    porter doctor           smoke-test this machine's torch, GPU and ROCm/CUDA stack
     porter rules / rule X   rule documentation
     """
 
@@ -112,6 +116,20 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _check_selectors(option: str, selectors: tuple[str, ...]) -> None:
+    """An unknown code or prefix is a usage error (as in Ruff), never a silent empty selection."""
+    if not selectors:
+        return
+    from . import registry
+
+    registry.check_loaded()
+    codes = registry.rules().keys()
+    unknown = [sel for sel in selectors if sel != "ALL" and not any(code.startswith(sel) for code in codes)]
+    if unknown:
+        raise click.BadParameter(f"unknown rule selector(s) {', '.join(map(repr, unknown))}: not a rule code, "
+                                 "a prefix of one, or ALL (see `porter rules`)", param_hint=f"'{option}'")
+
+
 def _root_for(paths: tuple[Path, ...], root: Path | None) -> Path:
     if root is not None:
         return root
@@ -124,6 +142,8 @@ def _root_for(paths: tuple[Path, ...], root: Path | None) -> Path:
 def _settings(kw: dict[str, Any], root: Path, unsafe: bool | None = None):  # type: ignore[no-untyped-def]
     from .config import ConfigRequest, resolve
 
+    for option, key in (("--select", "select"), ("--extend-select", "extend_select"), ("--ignore", "ignore")):
+        _check_selectors(option, _split(kw.get(key, ())))
     extra: dict[str, Any] = {}
     if kw.get("timeout") is not None:
         extra["timeout"] = kw["timeout"]
@@ -141,43 +161,136 @@ def _settings(kw: dict[str, Any], root: Path, unsafe: bool | None = None):  # ty
     return resolve(root, request)
 
 
-def _stderr_console(quiet: bool):  # type: ignore[no-untyped-def]
+def make_console(*, stderr: bool = False, quiet: bool = False, file: Any = None, width: int | None = None):  # type: ignore[no-untyped-def]
+    """A rich console that never renders ``:name:`` as an emoji and never hard-wraps piped output.
+
+    On a terminal rich uses the terminal's width; anywhere else (a pipe, a CI log, a file) lines
+    are written at their full length (a very wide console plus ``soft_wrap``).
+    """
     from rich.console import Console
 
-    return Console(stderr=True, quiet=quiet, highlight=False)
+    console = Console(stderr=stderr, quiet=quiet, file=file, highlight=False, emoji=False, soft_wrap=True,
+                      width=width)
+    if width is None and not console.is_terminal:
+        console.width = NO_WRAP_WIDTH
+    return console
+
+
+NO_WRAP_WIDTH = 10_000
+
+
+def _stderr_console(quiet: bool):  # type: ignore[no-untyped-def]
+    return make_console(stderr=True, quiet=quiet)
+
+
+PROGRESS_MIN_FILES = 50  # smaller runs finish before progress would help
+PROGRESS_INTERVAL = 5.0  # seconds between progress lines when stderr is not a terminal
+
+
+class Progress:
+    """Files done / total / rate while porter works.
+
+    On a terminal: a ``rich.progress`` bar (spinner, bar, done/total, files per second, elapsed),
+    removed when the run ends. Elsewhere (CI logs, pipes): one plain line on stderr every
+    :data:`PROGRESS_INTERVAL` seconds and a final one, e.g. ``porter: 120/800 files (15%), 41.2 files/s``.
+    Runs of fewer than :data:`PROGRESS_MIN_FILES` files print nothing.
+    """
+
+    def __init__(self, console: Any, label: str = "porter", *, interval: float = PROGRESS_INTERVAL,
+                 min_files: int = PROGRESS_MIN_FILES, clock: Callable[[], float] | None = None) -> None:
+        import time
+
+        self.console = console
+        self.label = label
+        self.interval = interval
+        self.min_files = min_files
+        self.clock = clock or time.monotonic
+        self.started: float | None = None
+        self.first_done = 0
+        self.last_line = 0.0
+        self.bar: Any = None
+        self.task: Any = None
+
+    def __call__(self, done: int, total: int, path: str) -> None:
+        if total < self.min_files:
+            return
+        now = self.clock()
+        if self.started is None:
+            self.started = now
+            self.first_done = done
+            self.last_line = now
+        if self.console.is_terminal:
+            self._tty(done, total)
+            return
+        if done == total or now - self.last_line >= self.interval:
+            self.last_line = now
+            elapsed = max(now - self.started, 1e-9)
+            rate = (done - self.first_done) / elapsed
+            self.console.print(f"{self.label}: {done}/{total} files ({100 * done // total}%), {rate:.1f} files/s, "
+                               f"{elapsed:.0f} s", markup=False, highlight=False)
+
+    def _tty(self, done: int, total: int) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+        from rich.progress import Progress as RichProgress
+
+        if self.bar is None or (self.task is not None and self.bar.tasks[0].total != total):
+            self.close()
+            self.bar = RichProgress(
+                SpinnerColumn(), TextColumn(f"{self.label}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("files"), TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                console=self.console, transient=True,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=total, rate="")
+        elapsed = max(self.clock() - (self.started or 0.0), 1e-9)
+        self.bar.update(self.task, completed=done, rate=f"{done / elapsed:.1f} files/s")
+        if done >= total:
+            self.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+            self.task = None
+            self.started = None
 
 
 def _progress(console: Any, enabled: bool) -> Callable[[int, int, str], None] | None:
-    if not enabled or not console.is_terminal:
+    if not enabled:
         return None
-    state = {"last": 0}
-
-    def report(done: int, total: int, path: str) -> None:
-        if total < 50 or (done - state["last"] < max(1, total // 100) and done != total):
-            return
-        state["last"] = done
-        console.print(f"\r[dim]{done}/{total} files[/dim]", end="")
-        if done == total:
-            console.print("\r" + " " * 30 + "\r", end="")
-
-    return report
+    return Progress(console)
 
 
-def _run(kw: dict[str, Any], mode: str, unsafe: bool | None = None):  # type: ignore[no-untyped-def]
+def _run(kw: dict[str, Any], mode: str, unsafe: bool | None = None, *,  # type: ignore[no-untyped-def]
+         missing_ok: bool = False):
     from .runner import run
 
     paths = kw["paths"] or (Path("."),)
+    if not missing_ok:  # `check` reports a missing file as PRT005 (pre-commit may pass deleted paths)
+        missing = [str(p) for p in paths if not os.path.lexists(p)]
+        if missing:
+            raise click.BadParameter(f"no such file or directory: {', '.join(missing)}", param_hint="'PATHS'")
     root = _root_for(paths, kw.get("root"))
     if not root.is_dir():
         raise click.UsageError(f"root {root} is not a directory")
     settings = _settings(kw, root, unsafe)
     console = _stderr_console(kw.get("quiet", False))
-    result = run(
-        root, list(paths), settings, mode,  # type: ignore[arg-type]
-        jobs=kw.get("jobs"), force_exclude=kw.get("force_exclude", False),
-        progress=_progress(console, not kw.get("quiet")),
-        use_cache=False if kw.get("no_cache") else None,
-    )
+    progress = _progress(console, not kw.get("quiet"))
+    try:
+        result = run(
+            root, list(paths), settings, mode,  # type: ignore[arg-type]
+            jobs=kw.get("jobs"), force_exclude=kw.get("force_exclude", False),
+            progress=progress, use_cache=False if kw.get("no_cache") else None,
+        )
+    finally:
+        if isinstance(progress, Progress):
+            progress.close()
     if kw.get("verbose"):
         console.print(f"[dim]{result.files_scanned} files in {result.seconds:.2f} s (root {root})[/dim]")
     return result, console
@@ -246,14 +359,12 @@ def audit(fmt: str, output: Path | None, **kw: Any) -> None:
     elif fmt == "github":
         _emit(reporters.render_github(findings), output)
     else:
-        from rich.console import Console
-
         if output is not None:
             with open(output, "w", encoding="utf-8") as fh:
-                reporters.print_text(findings, Console(file=fh, width=120), files_scanned=files,
+                reporters.print_text(findings, make_console(file=fh), files_scanned=files,
                                      show_summary=not kw["quiet"], audit_summary=True)
         else:
-            reporters.print_text(findings, Console(highlight=False, soft_wrap=True), files_scanned=files,
+            reporters.print_text(findings, make_console(), files_scanned=files,
                                  show_summary=not kw["quiet"], audit_summary=not kw["quiet"])
     sys.exit(EXIT_OK)
 
@@ -283,7 +394,7 @@ def check(fmt: str, exit_zero: bool, include_benign: bool, **kw: Any) -> None:
         findings = analyze(name, decoded.text, language, settings)
         root = None
     else:
-        result, _ = _run(kw, "audit")
+        result, _ = _run(kw, "audit", missing_ok=True)
         findings, root = result.findings, result.root
     if not include_benign:
         findings = [f for f in findings if reporters.severity_of(f) != Severity.INFO]
@@ -294,9 +405,7 @@ def check(fmt: str, exit_zero: bool, include_benign: bool, **kw: Any) -> None:
     elif fmt == "github":
         click.echo(reporters.render_github(findings), nl=False)
     elif fmt == "text":
-        from rich.console import Console
-
-        reporters.print_text(findings, Console(highlight=False, soft_wrap=True), show_summary=not kw["quiet"])
+        reporters.print_text(findings, make_console(), show_summary=not kw["quiet"])
     else:
         click.echo(reporters.render_concise(findings), nl=False)
         if findings and not kw["quiet"]:
@@ -321,6 +430,8 @@ def check(fmt: str, exit_zero: bool, include_benign: bool, **kw: Any) -> None:
 def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit_non_zero_on_fix: bool,
           show_fixes: bool, annotate: bool, **kw: Any) -> None:
     """Apply porter's fixes to PATHS (safe ones; --unsafe-fixes adds approximations)."""
+    from rich.markup import escape
+
     from . import reporters
     from .runner import write
 
@@ -333,7 +444,15 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
 
             settings = replace(settings, unsafe_fixes=unsafe_fixes)
         outcome = fix(name, decoded.text, language, settings, newline=decoded.newline)
-        sys.stdout.buffer.write(decoded.encode(outcome.text))
+        fixed_bytes = decoded.encode(outcome.text)
+        if dry_run:
+            from .patchset import FileChange, render_change
+
+            original = decoded.encode(decoded.text)
+            sys.stdout.buffer.write(render_change(FileChange(name, original, fixed_bytes)))
+            sys.stdout.flush()
+            sys.exit(EXIT_FINDINGS if fixed_bytes != original else EXIT_OK)
+        sys.stdout.buffer.write(fixed_bytes)
         sys.exit(EXIT_OK)
     if annotate:
         kw["annotate"] = True
@@ -341,19 +460,20 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
     series = result.series()
     changed = result.changed_files
     if dry_run:
-        sys.stdout.buffer.write(series.render())
+        # one diff per file, in path order, from the original to the final text (all families' passes)
+        sys.stdout.buffer.write(series.render_combined())
         sys.stdout.flush()
     elif patch_dir is not None:
         if patch_dir.is_symlink() or (patch_dir.exists() and not patch_dir.is_dir()):
             raise click.UsageError(f"--patch-dir {patch_dir} must be a directory (not a symlink)")
         written = series.write_dir(patch_dir, title=f"porter patch series for {result.root.name}")
-        console.print(f"porter: wrote {len(written) - 1} patch(es) and INDEX.md to {patch_dir}", highlight=False)
+        console.print(f"porter: wrote {len(written) - 1} patch(es) and INDEX.md to {patch_dir}", markup=False)
     else:
         write(result)
     fixed = result.fixed
     if show_fixes or kw.get("verbose"):
         for f in fixed:
-            console.print(f"  fixed {f.path}:{f.line}:{f.column} {f.code} {f.message}", highlight=False)
+            console.print(f"  fixed {f.path}:{f.line}:{f.column} {f.code} {f.message}", markup=False)
     remaining = [f for f in result.findings if reporters.severity_of(f).value != "info"]
     unsafe_left = sum(1 for f in remaining if f.fix.value == "unsafe")
     verb = "would fix" if dry_run or patch_dir else "fixed"
@@ -365,7 +485,7 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
     )
     errors = [f for f in result.findings if f.code.startswith("PRT00")]
     for f in errors:
-        console.print(f"  [red]{f.code}[/red] {f.path}: {f.message}", highlight=False)
+        console.print(f"  [red]{f.code}[/red] {escape(f.path)}: {escape(f.message)}")
     if dry_run:
         sys.exit(EXIT_FINDINGS if changed else EXIT_OK)
     sys.exit(EXIT_FINDINGS if exit_non_zero_on_fix and changed else EXIT_OK)

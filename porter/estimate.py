@@ -222,6 +222,11 @@ class AuditSummary:
         return next(g for g in self.goals if g.key == self.goal)
 
 
+def _h(hours: float) -> str:
+    """Hours for a sentence: one decimal at most."""
+    return f"{round(hours, 1):g}"
+
+
 def _round(x: float, step: float = 0.5) -> float:
     return math.ceil(x / step) * step if x > 0 else 0.0
 
@@ -304,7 +309,7 @@ def summarize(findings: list[Finding], files_scanned: int = 0) -> AuditSummary:
     manual_info = sum(1 for f in findings if fix_level(f) == "manual" and severity_of(f) == Severity.INFO)
     reasoning = [
         f"method: {METHOD}",
-        f"{work_sites} shim/replace site(s) without an automatic fix: {site_hours:g} h "
+        f"{work_sites} shim/replace site(s) without an automatic fix: {_h(site_hours)} h "
         f"(each rule's per-site effort; {repeat_sites} repeat(s) of a rule in the same file at "
         f"{REPEAT_FACTOR:g}x, {fallback_sites} site(s) in files that already run without the package at "
         f"{FALLBACK_FACTOR:g}x; kernel files counted below)",
@@ -312,15 +317,15 @@ def summarize(findings: list[Finding], files_scanned: int = 0) -> AuditSummary:
         f"{by_fix['manual'] - work_sites - benign_sites} other site(s) without a fix are inventory "
         f"({manual_info} informational): 0 h",
         f"{by_fix['safe']} site(s) with a safe fix: 0 h (`porter apply` rewrites them)",
-        f"{by_fix['unsafe']} site(s) with an unsafe fix: {unsafe_hours:g} h of review, counted in the high "
+        f"{by_fix['unsafe']} site(s) with an unsafe fix: {_h(unsafe_hours)} h of review, counted in the high "
         "end only (`porter apply --unsafe-fixes`)",
         f"{len(kernel_files)} CUDA source file(s) x {file_cost:g} h (HIPify, build for the AMD target, test) "
-        f"= {kernel_hours:g} h",
+        f"= {_h(kernel_hours)} h",
         f"{len(packages)} CUDA-only package(s) x {PACKAGE_HOURS:g} h (install route, CI image, pins) "
-        f"= {package_hours:g} h" + (f": {', '.join(sorted(packages))}" if packages else ""),
+        f"= {_h(package_hours)} h" + (f": {', '.join(sorted(packages))}" if packages else ""),
         f"setup (ROCm container, smoke test): {setup:g} h",
-        f"total {total:g} h / {HOURS_PER_DAY:g} focused h per day = {days:g} day(s); range: low = total "
-        f"x{LOW_FACTOR:g}, high = (total + {high_only + unsafe_hours:g} h of repeats, fallbacks, benign checks "
+        f"total {_h(total)} h / {HOURS_PER_DAY:g} focused h per day = {days:g} day(s); range: low = total "
+        f"x{LOW_FACTOR:g}, high = (total + {_h(high_only + unsafe_hours)} h of repeats, fallbacks, benign checks "
         f"and reviews in full) x{high_factor:g}" + (" (custom kernels widen the range)" if kernel_evidence
                                                     else "") + f" = {low_days:g}-{high_days:g} day(s)",
     ]

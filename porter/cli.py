@@ -329,10 +329,25 @@ def _emit(text: str, output: Path | None) -> None:
 # -- audit ----------------------------------------------------------------------------------
 
 
+def _link_base(root: Path | None, output: Path | None) -> str:
+    """Where the HTML report's line links point: relative to the report file when it is written
+    with -o (the links survive moving report and tree together), else the root's file:// URI."""
+    from urllib.parse import quote
+
+    if root is None:
+        return ""
+    root_abs = Path(os.path.abspath(root))
+    if output is not None:
+        rel = os.path.relpath(root_abs, Path(os.path.abspath(output)).parent)
+        return "" if rel == "." else quote(Path(rel).as_posix(), safe="/.") + "/"
+    return root_abs.as_uri() + "/"
+
+
 @main.command()
 @common_options
-@click.option("--format", "fmt", type=click.Choice(["text", "concise", "json", "sarif", "markdown", "github"]),
-              default="text", show_default=True, help="Output format.")
+@click.option("--format", "fmt", type=click.Choice(["text", "concise", "json", "sarif", "markdown", "github", "html"]),
+              default="text", show_default=True,
+              help="Output format (html: one self-contained page with charts; best with -o).")
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), help="Write the report to a file.")
 def audit(fmt: str, output: Path | None, **kw: Any) -> None:
     """Inventory the CUDA surface of PATHS: every finding, classified, with an effort estimate."""
@@ -354,6 +369,13 @@ def audit(fmt: str, output: Path | None, **kw: Any) -> None:
     elif fmt == "markdown":
         title = f"porter audit: {Path(root_label).name or root_label}"
         _emit(reporters.render_markdown(findings, title=title, files_scanned=files), output)
+    elif fmt == "html":
+        from .estimate import summarize
+        from .html_report import render_html
+
+        title = f"porter audit: {Path(root_label).name or root_label}"
+        _emit(render_html(findings, summarize(list(findings), files_scanned=files), title,
+                          link_base=_link_base(root, output), root_label=root_label), output)
     elif fmt == "concise":
         _emit(reporters.render_concise(findings), output)
     elif fmt == "github":

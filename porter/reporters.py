@@ -12,7 +12,7 @@ from typing import Any
 from . import __version__, registry
 from .findings import Applicability, Category, Finding, Rule, Severity
 
-FORMATS = ("text", "concise", "json", "sarif", "markdown", "github")
+FORMATS = ("text", "concise", "json", "sarif", "markdown", "github", "html")
 INFO_URI = "https://pypi.org/project/porter-rocm/"
 
 

@@ -53,6 +53,7 @@ def test_html_is_self_contained(tmp_path: Path) -> None:
     assert f'href="{root.resolve().as_uri()}/train.py#L' in page
 
 
+@pytest.mark.slow  # a browser start; CI's slow tier runs it after installing playwright
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH (Debian: apt-get install chromium)")
 def test_html_report_in_a_browser(tmp_path: Path) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")

@@ -272,11 +272,14 @@ def _run(kw: dict[str, Any], mode: str, unsafe: bool | None = None, *,  # type: 
     from .runner import run
 
     paths = kw["paths"] or (Path("."),)
+    root = _root_for(paths, kw.get("root"))
     if not missing_ok:  # `check` reports a missing file as PRT005 (pre-commit may pass deleted paths)
-        missing = [str(p) for p in paths if not os.path.lexists(p)]
+        # a path outside an explicit --root is the runner's to report (PRT009), existing or not
+        inside = os.path.abspath(root).rstrip(os.sep) + os.sep
+        missing = [str(p) for p in paths if not os.path.lexists(p)
+                   and (kw.get("root") is None or (os.path.abspath(p) + os.sep).startswith(inside))]
         if missing:
             raise click.BadParameter(f"no such file or directory: {', '.join(missing)}", param_hint="'PATHS'")
-    root = _root_for(paths, kw.get("root"))
     if not root.is_dir():
         raise click.UsageError(f"root {root} is not a directory")
     settings = _settings(kw, root, unsafe)

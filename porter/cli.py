@@ -206,6 +206,7 @@ class Progress:
         self.min_files = min_files
         self.clock = clock or time.monotonic
         self.started: float | None = None
+        self.last_done = self.last_total = 0
         self.first_done = 0
         self.last_line = 0.0
         self.bar: Any = None
@@ -215,6 +216,9 @@ class Progress:
         if total < self.min_files:
             return
         now = self.clock()
+        if self.started is not None and (done < self.last_done or total != self.last_total):
+            self.close()  # a new pass (migrate audits, fixes, then audits again)
+        self.last_done, self.last_total = done, total
         if self.started is None:
             self.started = now
             self.first_done = done
@@ -258,7 +262,7 @@ class Progress:
             self.bar.stop()
             self.bar = None
             self.task = None
-            self.started = None
+        self.started = None
 
 
 def _progress(console: Any, enabled: bool) -> Callable[[int, int, str], None] | None:

@@ -433,11 +433,9 @@ def migrate(repo: Path, out: Path | None, dry_run: bool, branch: str | None, all
     """Turn REPO into a reviewable patch series (one patch per family) plus a migration report."""
     import sys
 
-    from rich.console import Console
+    from .cli import Progress, _settings, make_console
 
-    from .cli import _settings
-
-    console = Console(stderr=True, quiet=quiet, highlight=False)
+    console = make_console(stderr=True, quiet=quiet)
     root = Path(os.path.abspath(repo))
     git_tree = is_git_worktree(root)
     if (git_tree or in_git_worktree(root)) and not allow_dirty:
@@ -455,8 +453,12 @@ def migrate(repo: Path, out: Path | None, dry_run: bool, branch: str | None, all
         if _git(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], root, check=False).returncode == 0:
             raise click.ClickException(f"branch {branch!r} already exists")
     settings = _settings({"select": select, "ignore": ignore, "config": config}, root, unsafe_fixes)
-    with console.status(f"porter: migrating {root.name}…", spinner="dots"):
-        p = plan(root, settings, hipify=hipify, jobs=jobs)
+    progress = None if quiet else Progress(console, label=f"porter migrate {root.name}")
+    try:
+        p = plan(root, settings, hipify=hipify, jobs=jobs, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
     patches = p.series.nonempty()
     console.print(f"porter: plan for {root.name}: {len(patches)} patch(es), {len(p.fixed.fixed)} rewrite(s), "
                   f"{sum(1 for f in p.after_findings if _blocking(f))} site(s) left for review "

@@ -23,6 +23,9 @@ SLOW_MODULES = frozenset({
     "test_benchmark_smoke",
     "test_precommit",
     "test_warp_compilers",
+    "test_hostile",
+    "test_dependencies_roundtrip",
+    "test_migrate",
 })
 
 

@@ -227,3 +227,32 @@ def test_bnb_optimizer_messages_are_separate_sentences(tmp_path: Path) -> None:
     for msg in (f["message"] for f in doc["findings"] if f["code"] in {"PRT402", "PRT403"}):
         assert "; keep bitsandbytes" not in msg and "Adam keep" not in msg
         assert ". ROCm route: keep bitsandbytes" in msg and msg.endswith(".")
+
+
+def test_progress_restarts_for_each_pass() -> None:
+    buf = io.StringIO()
+    now = [0.0]
+    progress = Progress(make_console(file=buf), interval=1000.0, min_files=10, clock=lambda: now[0])
+    for _ in range(2):  # migrate: the audit, then the fixes, over the same files
+        for done in range(1, 21):
+            now[0] += 0.5
+            progress(done, 20, "x.py")
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 2 and all(line.startswith("porter: 20/20 files (100%), 2.0 files/s") for line in lines)
+
+
+def test_tty_progress_bar_shows_done_total_and_rate() -> None:
+    from rich.console import Console
+
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=120, emoji=False)
+    progress = Progress(console, min_files=10)
+    shown = []
+    for done in range(1, 31):
+        progress(done, 30, "x.py")
+        if progress.bar is not None:
+            task = progress.bar.tasks[0]
+            shown.append((task.completed, task.total))
+            assert task.fields["rate"].endswith(" files/s")
+    assert shown and shown[-1] == (29, 30) and progress.bar is None  # removed when the run ends
+    assert "29/30" in buf.getvalue() or "30/30" in buf.getvalue()

@@ -20,7 +20,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ["tests/test_cli_contract.py"]
+TESTS = ["tests/test_cli_contract.py", "tests/test_cli_output.py"]
 # the test runner itself: any current release (it does not constrain porter's own floors)
 RUNNER = ["pytest>=8"]
 

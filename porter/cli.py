@@ -11,9 +11,12 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 from . import __version__
 
@@ -161,7 +164,7 @@ def _settings(kw: dict[str, Any], root: Path, unsafe: bool | None = None):  # ty
     return resolve(root, request)
 
 
-def make_console(*, stderr: bool = False, quiet: bool = False, file: Any = None, width: int | None = None):  # type: ignore[no-untyped-def]
+def make_console(*, stderr: bool = False, quiet: bool = False, file: Any = None, width: int | None = None) -> Console:
     """A rich console that never renders ``:name:`` as an emoji and never hard-wraps piped output.
 
     On a terminal rich uses the terminal's width; anywhere else (a pipe, a CI log, a file) lines
@@ -169,8 +172,8 @@ def make_console(*, stderr: bool = False, quiet: bool = False, file: Any = None,
     """
     from rich.console import Console
 
-    console = Console(stderr=stderr, quiet=quiet, file=file, highlight=False, emoji=False, soft_wrap=True,
-                      width=width)
+    console: Console = Console(stderr=stderr, quiet=quiet, file=file, highlight=False, emoji=False,
+                               soft_wrap=True, width=width)
     if width is None and not console.is_terminal:
         console.width = NO_WRAP_WIDTH
     return console
@@ -179,7 +182,7 @@ def make_console(*, stderr: bool = False, quiet: bool = False, file: Any = None,
 NO_WRAP_WIDTH = 10_000
 
 
-def _stderr_console(quiet: bool):  # type: ignore[no-untyped-def]
+def _stderr_console(quiet: bool) -> Console:
     return make_console(stderr=True, quiet=quiet)
 
 

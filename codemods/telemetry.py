@@ -6,11 +6,11 @@ pynvml (nvidia-ml-py) only talks to NVIDIA's driver. PyTorch's own telemetry hel
 so they are the portable route. What differs:
 
 - device indices: NVML's are physical, torch's follow ``CUDA_VISIBLE_DEVICES`` /
-  ``HIP_VISIBLE_DEVICES`` (trap 24), so every rewrite that carries a handle's index, and
+  ``HIP_VISIBLE_DEVICES``, so every rewrite that carries a handle's index, and
   ``nvmlDeviceGetCount``, is an *unsafe* fix;
 - values on AMD are close relatives, not the same counters: utilization and memory activity
   are amdsmi activity counters, temperature is the junction (hotspot) sensor, used memory has
-  MB granularity (trap 23);
+  MB granularity;
 - ``torch.cuda.power_draw`` is mW on NVIDIA and **W** on ROCm: porter never emits it bare but
   calls ``porter_device.power_draw_mw`` from the capability module, which normalises to mW.
 
@@ -390,7 +390,7 @@ class TelemetryVisitor(PyVisitor):
             if not any(_contains(self, c, ref) for c in self.s.calls):
                 what = dotted(ref) if isinstance(ref, (cst.Name, cst.Attribute)) else "pynvml"
                 blockers.append((ref, f"`{what}` is used outside a call porter rewrites"))
-        # trap 24: a file that sets a visibility mask makes NVML and torch indices disagree
+        # a file that sets a visibility mask makes NVML and torch indices disagree
         if self.s.mask_line is not None:
             for site in sites:
                 if site.code in ("PRT731", "PRT732"):
@@ -470,7 +470,7 @@ class TelemetryVisitor(PyVisitor):
         site = self._site_of(call, fn, handles, uses, calls_by_id, covered, dm)
         arg = _arg(call, 0, "handle")
         if isinstance(site, _Site) and arg is not None and id(arg) in covered and site.fix == SAFE:
-            # the nested nvmlDeviceGetHandleByIndex(i) became the torch index i (trap 24)
+            # the nested nvmlDeviceGetHandleByIndex(i) became the torch index i
             site.fix = UNSAFE
             site.message += f"; unsafe: {_VIS}"
         return site

@@ -28,8 +28,14 @@ SLOW_MODULES = frozenset({
     "test_migrate",
 })
 
+# single slow tests in otherwise quick modules (the example repository's own model runs)
+SLOW_TESTS = frozenset({
+    "test_example_repo.py::test_original_runs_with_doubles",
+    "test_example_repo.py::test_model_outputs_with_doubles_are_self_consistent",
+})
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.stem in SLOW_MODULES:
+        if item.path.stem in SLOW_MODULES or f"{item.path.name}::{item.name}" in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)

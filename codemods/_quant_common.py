@@ -1,6 +1,6 @@
 """Helpers shared by the quantization (bitsandbytes) and fp8 (Transformer Engine) families.
 
-- :func:`bind` binds a call's arguments by the *source* signature (spec §0.1),
+- :func:`bind` binds a call's arguments by the *source* signature,
 - :func:`literal` evaluates literal argument values (numbers, bools, None, strings, tuples),
 - :func:`reference` finds how to name a target API in the file (existing alias or a new import),
 - :func:`render_call` writes a keyword-only call, keeping a multi-line layout when the source had one.

@@ -2,13 +2,13 @@
 
 apex's fused optimizers, norms, ``amp``, ``parallel`` and a few ``contrib`` modules need
 apex's CUDA extensions. This family rewrites the calls whose torch replacement is exact
-(spec python-rewrites §3) and reports every other apex site with the reason it was not
+and reports every other apex site with the reason it was not
 rewritten.
 
-Decisions (the spec leaves these open):
+Design decisions:
 
 - **FusedAdam and parameter dtypes.** apex keeps Adam moments in fp32 for fp16/bf16
-  parameters; torch keeps them in the parameter dtype (§9 trap 7). porter cannot see
+  parameters; torch keeps them in the parameter dtype. porter cannot see
   parameter dtypes, so the FusedAdam rewrite is an UNSAFE fix by default. A project that
   trains fp32 parameters (including apex amp O1, where parameters stay fp32) asserts it
   with ``[tool.porter.apex] assume-fp32-params = true``; the fix is then SAFE, unless the
@@ -19,7 +19,7 @@ Decisions (the spec leaves these open):
 - **Keywords are emitted in the order the source evaluated them**; changed defaults are
   appended explicitly.
 - **Norms and autocast.** apex norms return the autocast dtype under autocast, torch norms
-  fp32 (§9 trap 17). Norm rewrites are SAFE (same values, a note in the message) unless the
+  fp32. Norm rewrites are SAFE (same values, a note in the message) unless the
   file itself uses autocast, where the dtype change is observable: then UNSAFE.
 - **Gated imports stay.** An ``import apex...`` inside ``try/except ImportError`` also sets
   availability flags (``has_apex = True``); porter rewrites the calls but never removes such
@@ -66,13 +66,13 @@ RULES = (
          "apex `FusedAdam` → `torch.optim.AdamW`/`Adam` (fused), bound by apex's signature.",
          Category.REPLACE, fix=SAFE, effort_hours=0.5,
          explanation=_doc(
-             "`FusedAdam(adam_w_mode=True)` (the default) is AdamW, `adam_w_mode=False` is Adam with L2 "
-             "(§9 trap 6). porter binds positional arguments by apex's order (slot 3 is `bias_correction`, "
-             "not `betas`) and writes `weight_decay` explicitly: apex defaults to 0.0, torch AdamW to 0.01 "
-             "(§9 trap 4). A non-literal `adam_w_mode` becomes `Adam(decoupled_weight_decay=...)`.",
+             "`FusedAdam(adam_w_mode=True)` (the default) is AdamW, `adam_w_mode=False` is Adam with L2. "
+             "porter binds positional arguments by apex's order (slot 3 is `bias_correction`, "
+             "not `betas`) and writes `weight_decay` explicitly: apex defaults to 0.0, torch AdamW to 0.01. "
+             "A non-literal `adam_w_mode` becomes `Adam(decoupled_weight_decay=...)`.",
              "",
              "**Fix level.** Exact for fp32 parameters. For fp16/bf16 parameters apex keeps the moments in "
-             "fp32 and torch in the parameter dtype, so the trajectories drift (§9 trap 7). porter cannot "
+             "fp32 and torch in the parameter dtype, so the trajectories drift. porter cannot "
              "see parameter dtypes: the fix is UNSAFE unless `[tool.porter.apex] assume-fp32-params = true`.",
              "",
              "Flagged: `bias_correction` not literally True (torch always corrects), `master_weights`, "
@@ -102,19 +102,19 @@ RULES = (
          Category.REPLACE, fix=SAFE, effort_hours=0.25,
          explanation="Same parameters (`weight`, `bias`), same defaults (eps=1e-5); apex itself falls back to "
          "`F.layer_norm` off CUDA. `memory_efficient` only trades memory and is dropped. Note: "
-         + _AUTOCAST_NOTE + " (§9 trap 17)."),
+         + _AUTOCAST_NOTE + "."),
     rule("PRT311", "apex-fused-rms-norm", NAME,
          "apex `FusedRMSNorm` → `torch.nn.RMSNorm` with `eps` written out.",
          Category.REPLACE, fix=SAFE, effort_hours=0.25,
          explanation="`torch.nn.RMSNorm(eps=None)` means `finfo(float32).eps` (≈1.19e-7), apex's default is "
-         "1e-5, so porter always writes `eps` (§9 trap 8). Both compute in fp32 and return the input dtype. "
+         "1e-5, so porter always writes `eps`. Both compute in fp32 and return the input dtype. "
          "Note: " + _AUTOCAST_NOTE + "."),
     rule("PRT312", "apex-mixed-fused-norm", NAME,
          "apex `MixedFusedLayerNorm`/`MixedFusedRMSNorm` return the *parameter* dtype; torch norms the input dtype.",
          Category.REPLACE, fix=UNSAFE, effort_hours=0.5,
          explanation="The module rewrite cannot add `.to(weight.dtype)` at the call sites, so it is an UNSAFE "
          "fix: identical values, but the output dtype becomes the input dtype (e.g. bf16 input with fp32 "
-         "weights now returns bf16 instead of fp32; §9 trap 17). Cast the output where it matters."),
+         "weights now returns bf16 instead of fp32). Cast the output where it matters."),
     rule("PRT313", "apex-functional-norm", NAME,
          "apex functional norms → `F.layer_norm`/`F.rms_norm` (different argument order, eps 1e-6).",
          Category.REPLACE, fix=SAFE, effort_hours=0.25,
@@ -141,7 +141,7 @@ RULES = (
          Category.REPLACE, effort_hours=1.0,
          explanation="apex unscales the gradients when the `with` block exits; GradScaler keeps them scaled "
          "until `scaler.step`. Code that clips or reads gradients between backward and step must call "
-         "`scaler.unscale_(optimizer)` first (§9 trap 20). `delay_unscale=True` and several `loss_id`s "
+         "`scaler.unscale_(optimizer)` first. `delay_unscale=True` and several `loss_id`s "
          "have no GradScaler equivalent."),
     rule("PRT332", "apex-amp-master-params", NAME,
          "`amp.master_params(opt)` → a generator over `opt.param_groups`.",
@@ -162,7 +162,7 @@ RULES = (
          Category.REPLACE, fix=SAFE, effort_hours=0.5,
          explanation=_doc(
              "Exact when `gradient_average=True` (apex averages like torch). With `gradient_average=False` "
-             "apex **sums** gradients (§9 trap 19): flagged. porter writes `forward_sync_buffers=False` "
+             "apex **sums** gradients: flagged. porter writes `forward_sync_buffers=False` "
              "because apex never broadcasts buffers in forward (torch does by default). torch also "
              "broadcasts buffers from rank 0 once at construction (apex only parameters); this matters only "
              "when buffers differ across ranks at that point.",
@@ -187,8 +187,8 @@ RULES = (
     rule("PRT351", "apex-xentropy", NAME,
          "`SoftmaxCrossEntropyLoss.apply` → `F.cross_entropy(reduction=\"none\")`, `ignore_index` written out.",
          Category.REPLACE, fix=SAFE, effort_hours=0.25,
-         explanation="apex returns per-example losses and its `padding_idx` defaults to **0**, not -100 "
-         "(§9 trap 18): porter writes `reduction=\"none\"` and `ignore_index` explicitly. The label-smoothing "
+         explanation="apex returns per-example losses and its `padding_idx` defaults to **0**, not -100: "
+         "porter writes `reduction=\"none\"` and `ignore_index` explicitly. The label-smoothing "
          "formula is the same; `half_to_float=True` becomes `logits.float()`."),
     rule("PRT352", "apex-fast-layer-norm", NAME, "`apex.contrib.layer_norm.FastLayerNorm` → `torch.nn.LayerNorm`.",
          Category.REPLACE, fix=SAFE, effort_hours=0.1,
@@ -858,7 +858,7 @@ class ApexVisitor(PyVisitor):
                 "by hand): replace `with amp.scale_loss(loss, opt) as s: s.backward()` by "
                 "`scaler.scale(loss).backward()` and `opt.step()` by `scaler.step(opt); scaler.update()`; apex "
                 "unscaled the grads when the block exited, GradScaler does not: call `scaler.unscale_(opt)` "
-                "before any clipping or gradient inspection (§9 trap 20)"
+                "before any clipping or gradient inspection"
                 + ("; " + "; ".join(extra) if extra else ""))
 
     def _rw_amp_master_params(self, node: cst.Call, qual: str) -> _Rewrite | str:
@@ -1109,7 +1109,8 @@ FAMILY = Family(
     verified="Fixture tests (tests/fixtures/apex) check each rewrite, each blocking condition and "
     "idempotence; parity tests (tests/test_apex_parity.py) run the rewritten code on CPU against pure-torch "
     "references of apex's documented math (optimizer trajectories, norm outputs over shapes and dtypes, "
-    "cross entropy), and negative tests show the naive rewrites of §9 traps 4, 6, 8, 17, 18, 19 fail them.",
+    "cross entropy), and negative tests show that the naive rewrites (apex's positional order, its weight-decay and eps "
+    "defaults, autocast output dtypes, cross-entropy reduction, gradient summing) fail them.",
     review="FusedAdam rewrites with fp16/bf16 parameters (moment precision), output dtypes of norms under "
     "autocast, apex optimizer checkpoints, and every amp site (manual port).",
 )

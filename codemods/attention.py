@@ -1,7 +1,6 @@
 """flash-attn and xformers attention → ``torch.nn.functional.scaled_dot_product_attention``.
 
-Rules PRT100–PRT199 cover flash-attn, PRT200–PRT299 xformers (spec: python-rewrites.md §1,
-§2, §8, §9). A call is rewritten only when the rewrite is exact under conditions this module
+Rules PRT100–PRT199 cover flash-attn, PRT200–PRT299 xformers. A call is rewritten only when the rewrite is exact under conditions this module
 checks statically (arguments bound by the *source* signature, literal options, provable
 sequence lengths, the repo's pinned flash-attn version); every other call is reported with
 the argument or condition that blocked it.
@@ -38,9 +37,9 @@ NAME = "attention"
 
 _SAFETY = (
     "**Fix safety.** The fix is *safe* because it is applied only when porter has checked, "
-    "statically, every condition under which the spec (python-rewrites.md §1/§2) rates the "
-    "rewrite EXACT: the same math, differing only by floating-point rounding and, with "
-    "`dropout_p > 0`, by the random stream. Ruff-style tooling (anchors-cli.md §7.5) would "
+    "statically, every condition under which the rewrite is "
+    "EXACT: the same math, differing only by floating-point rounding and, with "
+    "`dropout_p > 0`, by the random stream. Ruff's convention (a fix that may change behaviour is unsafe) would "
     "call any flash→SDPA swap unsafe; porter does not, because an unchecked swap is never "
     "emitted at all: what it cannot prove is reported (fix: none) with the blocking argument. "
     "`deterministic=True` is the one approximation: SDPA has no per-call deterministic "
@@ -1152,7 +1151,8 @@ FAMILY = Family(
     "suite (tests/test_attention_parity.py) runs each rewritten snippet and the rewritten fixture modules "
     "against pure-torch references of flash-attn's and xformers' documented semantics (masked softmax, "
     "bottom-right causal, windows, softcap, ALiBi, GQA, packed layouts, biases, module dropout gating) "
-    "over random shapes including Sq != Sk and Sq = 1, and checks that the naive rewrites of spec §9 fail it.",
+    "over random shapes including Sq != Sk and Sq = 1, and checks that the naive rewrites "
+    "(top-left causal masks with Sq != Sk, a dropped softmax scale, swapped layouts) fail it.",
     review="Sites reported without a fix (varlen/cu_seqlens, KV-cache updates, block-diagonal biases, "
     "return_attn_probs, softcap/ALiBi with dropout, biases of unknown type). With Sq > Sk a bottom-right "
     "causal mask leaves rows without keys: flash-attn returns 0 there, torch's fused lower-right kernels "

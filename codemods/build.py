@@ -87,7 +87,7 @@ RULES = (
          explanation=f"ROCm containers get the GPUs through device files: `{DEVICE_FLAGS}`. "
          "`--gpus all` becomes `--device=/dev/kfd --device=/dev/dri --group-add video` as an UNSAFE "
          "fix (the image must be a ROCm image too; add `--ipc=host`, `--shm-size` and the seccomp "
-         "option as the playbook lists). Compose `runtime: nvidia` / `driver: nvidia` and Kubernetes "
+         "option `--security-opt seccomp=unconfined`). Compose `runtime: nvidia` / `driver: nvidia` and Kubernetes "
          "`nvidia.com/gpu` are reported (AMD's device plugin resource is `amd.com/gpu`)."),
     rule("PRT846", "nvidia-smi-script", NAME,
          "`nvidia-smi` in a shell script, Dockerfile or CI config.",

@@ -135,7 +135,7 @@ RULES = (
     rule("PRT041", "cuda-device-string", NAME,
          "A `\"cuda\"`/`\"cuda:N\"` device string (`device=`, `torch.device`, `.to()`).",
          Category.BENIGN, severity=Severity.INFO, explanation=_BENIGN_DOC + " Prefer one `get_device()` "
-         "helper (playbook step 2) over scattered literals, but that is hygiene, not porting work.",
+         "helper (see the devices family) over scattered literals, but that is hygiene, not porting work.",
          example='```python\nx = torch.zeros(4, device="cuda")  # runs unchanged on ROCm\n```'),
     rule("PRT042", "torch-cuda-portable", NAME,
          "A portable `torch.cuda` API (availability, devices, memory stats, streams, RNG, amp...).",
@@ -213,7 +213,7 @@ RULES = (
          Category.BENIGN, severity=Severity.INFO,
          explanation="Not a porting problem: torch optimizers, DDP, FSDP and `init_process_group(\"nccl\")` "
          "run on ROCm (RCCL). The audit uses these sites as evidence that the repository trains or "
-         "fine-tunes models, which places it in the playbook's second goal (1-3 weeks: collectives, "
+         "fine-tunes models, which places it in the fine-tune goal (1-3 weeks: collectives, "
          "checkpoint portability, re-tuning)."),
     rule("PRT053", "cuda-env-tuning", NAME,
          "A CUDA runtime/debug environment variable set or read from Python "

@@ -1,6 +1,6 @@
 """Vendor-neutral device code: capability gates, vendor checks, TF32 and cuDNN flags.
 
-The playbook's second step: stop branching on vendor (or on NVIDIA compute-capability
+The second step of a port: stop branching on vendor (or on NVIDIA compute-capability
 numbers, which AMD GPUs report too: MI250X 9.0, MI300X 9.4) and branch on capability.
 When a rewrite needs them, the capability functions live in one small module that porter
 adds to the target repository (the template is ``templates/porter_device.py``):

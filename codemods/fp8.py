@@ -2,7 +2,7 @@
 
 - ``te.Linear`` → ``torch.nn.Linear`` with ``device="cuda"`` kept (TE allocates on the GPU) and TE's
   initialisation written out after the assignment (weight ~ N(0, 0.023) or the given
-  ``init_method``, zero bias; trap 25): SAFE under the spec's static conditions (no tensor/sequence
+  ``init_method``, zero bias): SAFE under static conditions (no tensor/sequence
   parallelism, no userbuffers, ``return_bias=False``...). Where no statement can follow the call
   (inside a list, a call argument) the swap is UNSAFE: nn.Linear's kaiming init differs.
 - ``te.LayerNorm``/``te.RMSNorm`` → ``torch.nn.LayerNorm``/``RMSNorm`` with eps and device written out;
@@ -148,7 +148,7 @@ RULES = (
          explanation="Outside FP8 autocast, `te.Linear` computes `x @ W.T + b` like `torch.nn.Linear`. porter "
          "keeps `device=\"cuda\"` (TE allocates on the GPU, nn.Linear on the CPU), maps `params_dtype` to "
          "`dtype`, and writes TE's init out after the assignment: weight ~ N(0, 0.023) (or the given "
-         "`init_method`) and a zero bias (trap 25). Parameter names `weight`/`bias` are the same; " + _CKPT +
+         "`init_method`) and a zero bias. Parameter names `weight`/`bias` are the same; " + _CKPT +
          ". The swap is blocked (flag) by tensor or sequence parallelism, userbuffers (`ub_*`), "
          "`return_bias=True`, `parameters_split`, `fuse_wgrad_accumulation`, `delay_wgrad_compute` or an RNG "
          "tracker. Where no statement can follow the call, the fix is unsafe (nn.Linear's kaiming init). "
@@ -165,14 +165,14 @@ RULES = (
     rule("PRT602", "te-rmsnorm", NAME,
          "`te.RMSNorm` → `torch.nn.RMSNorm` with eps=1e-5 written out (torch's default differs).",
          Category.REPLACE, fix=Applicability.SAFE, effort_hours=0.25,
-         explanation="`torch.nn.RMSNorm(eps=None)` uses finfo(float32).eps ≈ 1.19e-7 while TE uses 1e-5 "
-         "(trap 8), so the eps is always written out. `zero_centered_gamma=True` is flagged."),
+         explanation="`torch.nn.RMSNorm(eps=None)` uses finfo(float32).eps ≈ 1.19e-7 while TE uses 1e-5, "
+         "so the eps is always written out. `zero_centered_gamma=True` is flagged."),
     rule("PRT603", "te-layernorm-linear", NAME,
          "`te.LayerNormLinear` → a torch module that keeps TE's parameter names checkpoints depend on.",
          Category.REPLACE, fix=Applicability.SAFE, effort_hours=1.0,
          explanation="TE registers `layer_norm_weight`, `layer_norm_bias` (LayerNorm only), `weight` and "
          "`bias`; `nn.Sequential(nn.LayerNorm(...), nn.Linear(...))` would rename them to `0.weight`, "
-         "`1.weight`... and break checkpoints (trap 25). porter inserts a small `PorterLayerNormLinear` "
+         "`1.weight`... and break checkpoints. porter inserts a small `PorterLayerNormLinear` "
          "class after the file's imports (norm then linear through torch.nn.functional, TE's names and "
          "init, `return_layernorm_output` kept) and calls it with every argument written out. The same "
          "static conditions as PRT600 apply; `zero_centered_gamma`, `return_bias`, "
@@ -417,7 +417,7 @@ class Fp8Visitor(PyVisitor, StatementTracker):
             blockers.append("no module-level import block to place the shim class after")
         if blockers:
             self._flag(node, "PRT603", "te.LayerNormLinear registers layer_norm_weight, layer_norm_bias, weight "
-                       "and bias; a torch.nn.Sequential would rename them and break checkpoints (trap 25); not "
+                       "and bias; a torch.nn.Sequential would rename them and break checkpoints; not "
                        "rewritten because " + "; ".join(blockers))
             return
         kwargs = [("in_features", src(self.ctx, b.value("in_features"))),
@@ -570,7 +570,8 @@ FAMILY = Family(
     "--unsafe-fixes it also drops enabled FP8 contexts (BF16/parameter-dtype execution).",
     verified="Fixture tests for every rule; CPU parity of the rewritten modules against pure-torch references "
     "of TE's documented LayerNorm/RMSNorm (eps, zero_centered_gamma) and Linear math and init; negative tests "
-    "for trap 25 (init, device, zero-centred gamma, LayerNormLinear names) and trap 30.",
+    "for the naive swaps (init, device, zero-centred gamma, LayerNormLinear parameter names) and the removed "
+    "torchao factories.",
     review="FP8 training needs torchao.float8 on MI300+/SM89+ (different scaling recipe); TE checkpoints carry "
     "`_extra_state` keys; LayerNormLinear/LayerNormMLP/TransformerLayer need a hand port.",
 )

@@ -1,4 +1,4 @@
-"""Custom-kernel inventory (PRT860-PRT899): the playbook's "needs replacement" core.
+"""Custom-kernel inventory (PRT860-PRT899): the "needs replacement" core of a port.
 
 Python: ``load_inline``/``load`` with CUDA sources, ``CUDAExtension`` (the build family reports
 its nvcc flags), Triton kernels and their NVIDIA-only bits, CuPy raw kernels, Numba CUDA and
@@ -30,7 +30,7 @@ RULES = (
          Category.REPLACE, severity=Severity.WARNING, effort_hours=4.0,
          explanation="On a ROCm build `load_inline` hipifies `cuda_sources` and compiles them with "
          "hipcc, so straightforward kernels build; warp-size assumptions (wavefront 64), PTX, "
-         "CUTLASS and NVIDIA-only intrinsics do not. Options, in the playbook's order: delete it "
+         "CUTLASS and NVIDIA-only intrinsics do not. Options, most portable first: delete it "
          "(try the eager PyTorch or `torch.compile` version), rewrite it in Triton, or keep it and "
          "verify the HIPified source."),
     rule("PRT861", "load-cuda-sources", NAME,

@@ -1,6 +1,6 @@
 """bitsandbytes and its Hugging Face switches (PRT400-PRT499).
 
-Quantization is never exact across libraries (spec §9 trap 21). What porter does:
+Quantization is never exact across libraries. What porter does:
 
 - 32-bit bnb Adam/AdamW (any paging) → ``torch.optim.Adam``/``AdamW`` with bnb's *decoupled* decay
   kept (trap 5) and every hyperparameter written out: SAFE with zero weight decay when nothing in
@@ -109,7 +109,7 @@ LOW_BIT_OPTIM = {"Adam8bit", "Adam4bit", "AdamFp8", "AdamW8bit", "AdamW4bit", "A
 
 _OPT_DOC = (
     "bitsandbytes' Adam kernels apply **decoupled** weight decay (`p *= 1 - lr*wd`) for every Adam "
-    "class, so `bnb.optim.Adam(weight_decay>0)` is AdamW, not torch Adam (spec §9 trap 5)."
+    "class, so `bnb.optim.Adam(weight_decay>0)` is AdamW, not torch Adam."
 )
 
 RULES = (
@@ -331,7 +331,7 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
         code = None
         if name is not None and (name in ADAM_32 or name in ADAM_8):
             code = "PRT403"
-            extra = (" bnb's Adam kernels decay decoupled: it maps to AdamW, never to a coupled Adam"
+            extra = (" bnb's Adam kernels decay decoupled: it maps to AdamW, never to a coupled Adam."
                      if name in ADAM_8 or name in ADAM_32 else "")
         elif name is not None and name.replace("Paged", "").replace("8bit", "").replace("32bit", "") in NO_EQUIVALENT:
             code, extra = "PRT402", ""
@@ -346,7 +346,7 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
             return
         self._flag(node, code, f"bitsandbytes {name} is referenced as a value (an alias, a class table, "
                    "isinstance or a base class), not constructed here: port it where it is constructed, and "
-                   f"update isinstance checks and subclasses by hand.{extra} {self._rocm()}")
+                   f"update isinstance checks and subclasses by hand.{extra} ROCm route: {self._rocm()}.")
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if node.module is None or node.relative:
@@ -375,7 +375,7 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
             if name in ("GlobalOptimManager",) or not name[:1].isupper():
                 return
             reason = "no verified torch/torchao equivalent"
-        self._flag(node, "PRT402", f"bitsandbytes optimizer {name}: {reason}; {self._rocm()}")
+        self._flag(node, "PRT402", f"bitsandbytes optimizer {name}: {reason}. ROCm route: {self._rocm()}.")
 
     def _adam(self, node: cst.Call, name: str) -> None:
         positional = 7 if name in WITH_OPTIM_BITS else 6
@@ -391,8 +391,8 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
             bits = value if value in (8, 32) else None
         blockers = self._adam_blockers(b, bits)
         if blockers:
-            self._flag(node, "PRT403", f"bitsandbytes {name}: not rewritten because {blockers}; "
-                       f"{self._rocm()}")
+            self._flag(node, "PRT403", f"bitsandbytes {name}: not rewritten because {blockers}. "
+                       f"ROCm route: {self._rocm()}.")
             return
         code = "PRT400" if bits == 32 else "PRT401"
         if self.strategy == "bitsandbytes-rocm":

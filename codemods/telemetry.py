@@ -3,14 +3,14 @@
 pynvml (nvidia-ml-py) only talks to NVIDIA's driver. PyTorch's own telemetry helpers
 (``torch.cuda.mem_get_info``, ``utilization``, ``memory_usage``, ``power_draw``,
 ``temperature``, ``clock_rate``, ``get_device_name``) use pynvml on NVIDIA and amdsmi on ROCm,
-so they are the portable route (python-rewrites spec §6). What differs:
+so they are the portable route. What differs:
 
 - device indices: NVML's are physical, torch's follow ``CUDA_VISIBLE_DEVICES`` /
-  ``HIP_VISIBLE_DEVICES`` (trap 24), so every rewrite that carries a handle's index, and
+  ``HIP_VISIBLE_DEVICES``, so every rewrite that carries a handle's index, and
   ``nvmlDeviceGetCount``, is an *unsafe* fix;
 - values on AMD are close relatives, not the same counters: utilization and memory activity
   are amdsmi activity counters, temperature is the junction (hotspot) sensor, used memory has
-  MB granularity (trap 23);
+  MB granularity;
 - ``torch.cuda.power_draw`` is mW on NVIDIA and **W** on ROCm: porter never emits it bare but
   calls ``porter_device.power_draw_mw`` from the capability module, which normalises to mW.
 
@@ -47,7 +47,7 @@ RULES = (
          "safe as the least safe of those rewrites."),
     rule("PRT731", "nvml-device-count", NAME, "`nvmlDeviceGetCount()` → `torch.cuda.device_count()`.",
          Category.SHIM, fix=UNSAFE, effort_hours=0.25,
-         explanation=f"Unsafe: {_VIS} (spec §9 trap 24)."),
+         explanation=f"Unsafe: {_VIS}."),
     rule("PRT732", "nvml-device-handle", NAME, "`nvmlDeviceGetHandleByIndex(i)`: the handle becomes the torch index `i`.",
          Category.SHIM, fix=UNSAFE, effort_hours=0.25,
          explanation=f"Unsafe: {_VIS}. Rewritten only when the handle is a plain variable whose every use is "
@@ -62,7 +62,7 @@ RULES = (
     rule("PRT734", "nvml-utilization", NAME, "`nvmlDeviceGetUtilizationRates(h)` → `torch.cuda.utilization` / `memory_usage`.",
          Category.SHIM, fix=UNSAFE, effort_hours=0.25,
          explanation="Unsafe: on AMD these read amdsmi `gfx_activity` / `umc_activity`, activity counters "
-         "that approximate NVML's percentages (spec §9 trap 23)."),
+         "that approximate NVML's percentages."),
     rule("PRT735", "nvml-power-usage", NAME, "`nvmlDeviceGetPowerUsage(h)` (mW) → `porter_device.power_draw_mw(i)`.",
          Category.SHIM, fix=UNSAFE, effort_hours=0.25,
          explanation="Unit trap: `torch.cuda.power_draw` is mW on NVIDIA and W on ROCm (0 when amdsmi says "
@@ -390,7 +390,7 @@ class TelemetryVisitor(PyVisitor):
             if not any(_contains(self, c, ref) for c in self.s.calls):
                 what = dotted(ref) if isinstance(ref, (cst.Name, cst.Attribute)) else "pynvml"
                 blockers.append((ref, f"`{what}` is used outside a call porter rewrites"))
-        # trap 24: a file that sets a visibility mask makes NVML and torch indices disagree
+        # a file that sets a visibility mask makes NVML and torch indices disagree
         if self.s.mask_line is not None:
             for site in sites:
                 if site.code in ("PRT731", "PRT732"):
@@ -470,7 +470,7 @@ class TelemetryVisitor(PyVisitor):
         site = self._site_of(call, fn, handles, uses, calls_by_id, covered, dm)
         arg = _arg(call, 0, "handle")
         if isinstance(site, _Site) and arg is not None and id(arg) in covered and site.fix == SAFE:
-            # the nested nvmlDeviceGetHandleByIndex(i) became the torch index i (trap 24)
+            # the nested nvmlDeviceGetHandleByIndex(i) became the torch index i
             site.fix = UNSAFE
             site.message += f"; unsafe: {_VIS}"
         return site

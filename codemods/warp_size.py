@@ -1,4 +1,4 @@
-"""Warp-size hazards in CUDA C++ (PRT501-PRT520 = hazards H1-H20 of spec/cuda-warp-size.md).
+"""Warp-size hazards in CUDA C++ (PRT501-PRT520 = hazards H1-H20).
 
 The pass runs on CUDA/C++ sources before HIPify (tree-sitter CUDA grammar), and report-only on
 CUDA source embedded in Python strings (``load_inline``, ``cupy.RawKernel``...) plus the

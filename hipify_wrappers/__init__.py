@@ -111,19 +111,37 @@ def run_hipify(root: Path, files: list[str], engine: str = "auto", scratch: Path
     return result
 
 
+class EngineNotFound(FileNotFoundError):
+    """The HIPify engine asked for by name is not installed (porter's CLI exits 2 with the hint)."""
+
+    def __init__(self, engine: str, install_hint: str) -> None:
+        super().__init__(f"{engine} was requested (--hipify) but is not on PATH: {install_hint}")
+        self.engine = engine
+        self.install_hint = install_hint
+
+
+_INSTALL = {
+    "hipify-perl": "install ROCm's HIPIFY (the `hipify-perl` script ships with ROCm, e.g. the `hipify-clang` "
+                   "package of AMD's ROCm apt/yum repositories, under /opt/rocm/bin) and put it on PATH, "
+                   "or use `--hipify torch` (torch.utils.hipify, needs torch) or `--hipify auto`",
+    "hipify-clang": "install ROCm's HIPIFY (`hipify-clang` from AMD's ROCm repositories, or built from "
+                    "github.com/ROCm/HIPIFY) and put it on PATH, or use `--hipify torch` or `--hipify auto`",
+}
+
+
 def _dispatch(root: Path, files: list[str], engine: str, scratch: Path) -> HipifyResult:
     if engine in ("auto", "hipify-perl", "perl"):
         tool = perl.detect()
         if tool is not None:
             return perl.run(root, files, scratch, tool)
         if engine != "auto":
-            raise FileNotFoundError("hipify-perl not found on PATH")
+            raise EngineNotFound("hipify-perl", _INSTALL["hipify-perl"])
     if engine in ("auto", "hipify-clang", "clang"):
         tool = clang.detect()
         if tool is not None:
             return clang.run(root, files, scratch, tool)
         if engine != "auto":
-            raise FileNotFoundError("hipify-clang not found on PATH")
+            raise EngineNotFound("hipify-clang", _INSTALL["hipify-clang"])
     if not files:
         return HipifyResult(torch_hipify.ENGINE, torch_hipify.available() or "unavailable")
     return torch_hipify.run(root, files, scratch)

@@ -52,11 +52,11 @@ def render_text_summary(summary: AuditSummary) -> str:
     fit = s.goal_fit
     lines += [
         f"  estimate:    {est.low_days:g}-{est.high_days:g} engineer-day(s) (point {est.days:g}; "
-        f"{est.total_hours:g} h at {est.hours_per_day:g} h/day)",
+        f"{round(est.total_hours, 1):g} h at {est.hours_per_day:g} h/day)",
     ]
     lines += [f"    - {r}" for r in est.reasoning]
     lines += [
-        f"  goal:        {fit.goal} (playbook: {fit.typical_effort}, {fit.risk} risk)",
+        f"  goal:        {fit.goal} (typically {fit.typical_effort}, {fit.risk} risk)",
         f"    this estimate is {s.versus_typical}",
     ]
     lines += [f"    evidence: {e}" for e in fit.evidence]
@@ -101,8 +101,8 @@ def render_markdown(findings: Sequence[Finding], summary: AuditSummary, title: s
         f"- **Findings:** {s.total} in {s.files_scanned} file(s) scanned",
         f"- **Blockers:** {s.blockers_total} (shim/replace sites without a safe fix)",
         f"- **Estimate:** {est.low_days:g}-{est.high_days:g} engineer-days (point {est.days:g}, "
-        f"{est.total_hours:g} h at {est.hours_per_day:g} focused h/day)",
-        f"- **Goal this repository fits:** {fit.goal} (playbook: {fit.typical_effort}, {fit.risk} risk); "
+        f"{round(est.total_hours, 1):g} h at {est.hours_per_day:g} focused h/day)",
+        f"- **Goal this repository fits:** {fit.goal} (typically {fit.typical_effort}, {fit.risk} risk); "
         f"this estimate is {s.versus_typical}",
         "",
     ]

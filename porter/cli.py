@@ -11,9 +11,12 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 from . import __version__
 
@@ -56,6 +59,8 @@ class PorterGroup(click.Group):
 
             if isinstance(exc, ConfigError):
                 click.echo(f"porter: config error: {exc}", err=True)
+            elif isinstance(exc, FileNotFoundError) and getattr(exc, "install_hint", None):
+                click.echo(f"porter: {exc}", err=True)
             elif isinstance(exc, FamilyLoadError):
                 click.echo(f"porter: {exc}", err=True)
             elif isinstance(exc, OSError) and exc.filename is not None:
@@ -77,10 +82,12 @@ def main(trust_git_dir: bool = False) -> None:
     """porter: port PyTorch code off NVIDIA lock-in (CUDA → ROCm, vendor-neutral).
 
     \b
+    porter migrate REPO     the whole port as a reviewed patch series plus MIGRATION.md
     porter audit PATH       inventory the CUDA surface, classified, with an effort estimate
     porter apply --dry-run  preview the fixes as a git-apply-able diff
     porter apply            write the safe fixes (--unsafe-fixes adds approximations)
     porter check FILES      fail when CUDA lock-in is present (pre-commit)
+    porter doctor           smoke-test this machine's torch, GPU and ROCm/CUDA stack
     porter rules / rule X   rule documentation
     """
     if trust_git_dir:
@@ -123,6 +130,20 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _check_selectors(option: str, selectors: tuple[str, ...]) -> None:
+    """An unknown code or prefix is a usage error (as in Ruff), never a silent empty selection."""
+    if not selectors:
+        return
+    from . import registry
+
+    registry.check_loaded()
+    codes = registry.rules().keys()
+    unknown = [sel for sel in selectors if sel != "ALL" and not any(code.startswith(sel) for code in codes)]
+    if unknown:
+        raise click.BadParameter(f"unknown rule selector(s) {', '.join(map(repr, unknown))}: not a rule code, "
+                                 "a prefix of one, or ALL (see `porter rules`)", param_hint=f"'{option}'")
+
+
 def _root_for(paths: tuple[Path, ...], root: Path | None) -> Path:
     if root is not None:
         return root
@@ -135,6 +156,8 @@ def _root_for(paths: tuple[Path, ...], root: Path | None) -> Path:
 def _settings(kw: dict[str, Any], root: Path, unsafe: bool | None = None):  # type: ignore[no-untyped-def]
     from .config import ConfigRequest, resolve
 
+    for option, key in (("--select", "select"), ("--extend-select", "extend_select"), ("--ignore", "ignore")):
+        _check_selectors(option, _split(kw.get(key, ())))
     extra: dict[str, Any] = {}
     if kw.get("timeout") is not None:
         extra["timeout"] = kw["timeout"]
@@ -152,33 +175,129 @@ def _settings(kw: dict[str, Any], root: Path, unsafe: bool | None = None):  # ty
     return resolve(root, request)
 
 
-def _stderr_console(quiet: bool):  # type: ignore[no-untyped-def]
+def make_console(*, stderr: bool = False, quiet: bool = False, file: Any = None, width: int | None = None) -> Console:
+    """A rich console that never renders ``:name:`` as an emoji and never hard-wraps piped output.
+
+    On a terminal rich uses the terminal's width; anywhere else (a pipe, a CI log, a file) lines
+    are written at their full length (a very wide console plus ``soft_wrap``).
+    """
     from rich.console import Console
 
-    return Console(stderr=True, quiet=quiet, highlight=False)
+    console: Console = Console(stderr=stderr, quiet=quiet, file=file, highlight=False, emoji=False,
+                               soft_wrap=True, width=width)
+    if width is None and not console.is_terminal:
+        console.width = NO_WRAP_WIDTH
+    return console
+
+
+NO_WRAP_WIDTH = 10_000
+
+
+def _stderr_console(quiet: bool) -> Console:
+    return make_console(stderr=True, quiet=quiet)
+
+
+PROGRESS_MIN_FILES = 50  # smaller runs finish before progress would help
+PROGRESS_INTERVAL = 5.0  # seconds between progress lines when stderr is not a terminal
+
+
+class Progress:
+    """Files done / total / rate while porter works.
+
+    On a terminal: a ``rich.progress`` bar (spinner, bar, done/total, files per second, elapsed),
+    removed when the run ends. Elsewhere (CI logs, pipes): one plain line on stderr every
+    :data:`PROGRESS_INTERVAL` seconds and a final one, e.g. ``porter: 120/800 files (15%), 41.2 files/s``.
+    Runs of fewer than :data:`PROGRESS_MIN_FILES` files print nothing.
+    """
+
+    def __init__(self, console: Any, label: str = "porter", *, interval: float = PROGRESS_INTERVAL,
+                 min_files: int = PROGRESS_MIN_FILES, clock: Callable[[], float] | None = None) -> None:
+        import time
+
+        self.console = console
+        self.label = label
+        self.interval = interval
+        self.min_files = min_files
+        self.clock = clock or time.monotonic
+        self.started: float | None = None
+        self.last_done = self.last_total = 0
+        self.first_done = 0
+        self.last_line = 0.0
+        self.bar: Any = None
+        self.task: Any = None
+
+    def __call__(self, done: int, total: int, path: str) -> None:
+        if total < self.min_files:
+            return
+        now = self.clock()
+        if self.started is not None and (done < self.last_done or total != self.last_total):
+            self.close()  # a new pass (migrate audits, fixes, then audits again)
+        self.last_done, self.last_total = done, total
+        if self.started is None:
+            self.started = now
+            self.first_done = done
+            self.last_line = now
+        if self.console.is_terminal:
+            self._tty(done, total)
+            return
+        if done == total or now - self.last_line >= self.interval:
+            self.last_line = now
+            elapsed = max(now - self.started, 1e-9)
+            rate = (done - self.first_done) / elapsed
+            self.console.print(f"{self.label}: {done}/{total} files ({100 * done // total}%), {rate:.1f} files/s, "
+                               f"{elapsed:.0f} s", markup=False, highlight=False)
+
+    def _tty(self, done: int, total: int) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+        from rich.progress import Progress as RichProgress
+
+        if self.bar is None or (self.task is not None and self.bar.tasks[0].total != total):
+            self.close()
+            self.bar = RichProgress(
+                SpinnerColumn(), TextColumn(f"{self.label}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("files"), TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                console=self.console, transient=True,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=total, rate="")
+        elapsed = max(self.clock() - (self.started or 0.0), 1e-9)
+        self.bar.update(self.task, completed=done, rate=f"{done / elapsed:.1f} files/s")
+        if done >= total:
+            self.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+            self.task = None
+        self.started = None
 
 
 def _progress(console: Any, enabled: bool) -> Callable[[int, int, str], None] | None:
-    if not enabled or not console.is_terminal:
+    if not enabled:
         return None
-    state = {"last": 0}
-
-    def report(done: int, total: int, path: str) -> None:
-        if total < 50 or (done - state["last"] < max(1, total // 100) and done != total):
-            return
-        state["last"] = done
-        console.print(f"\r[dim]{done}/{total} files[/dim]", end="")
-        if done == total:
-            console.print("\r" + " " * 30 + "\r", end="")
-
-    return report
+    return Progress(console)
 
 
-def _run(kw: dict[str, Any], mode: str, unsafe: bool | None = None):  # type: ignore[no-untyped-def]
+def _run(kw: dict[str, Any], mode: str, unsafe: bool | None = None, *,  # type: ignore[no-untyped-def]
+         missing_ok: bool = False):
     from .runner import run
 
     paths = kw["paths"] or (Path("."),)
     root = _root_for(paths, kw.get("root"))
+    if not missing_ok:  # `check` reports a missing file as PRT005 (pre-commit may pass deleted paths)
+        # a path outside an explicit --root is the runner's to report (PRT009), existing or not
+        inside = os.path.abspath(root).rstrip(os.sep) + os.sep
+        missing = [str(p) for p in paths if not os.path.lexists(p)
+                   and (kw.get("root") is None or (os.path.abspath(p) + os.sep).startswith(inside))]
+        if missing:
+            raise click.BadParameter(f"no such file or directory: {', '.join(missing)}", param_hint="'PATHS'")
     if not root.is_dir():
         raise click.UsageError(f"root {root} is not a directory")
     from .runner import resolve_root
@@ -188,12 +307,16 @@ def _run(kw: dict[str, Any], mode: str, unsafe: bool | None = None):  # type: ig
     for note in settings.notes:
         click.echo(f"porter: warning: {note}", err=True)
     console = _stderr_console(kw.get("quiet", False))
-    result = run(
-        root, resolved_paths, settings, mode,  # type: ignore[arg-type]
-        jobs=kw.get("jobs"), force_exclude=kw.get("force_exclude", False),
-        progress=_progress(console, not kw.get("quiet")),
-        use_cache=False if kw.get("no_cache") else None,
-    )
+    progress = _progress(console, not kw.get("quiet"))
+    try:
+        result = run(
+            root, resolved_paths, settings, mode,  # type: ignore[arg-type]
+            jobs=kw.get("jobs"), force_exclude=kw.get("force_exclude", False),
+            progress=progress, use_cache=False if kw.get("no_cache") else None,
+        )
+    finally:
+        if isinstance(progress, Progress):
+            progress.close()
     if kw.get("verbose"):
         console.print(f"[dim]{result.files_scanned} files in {result.seconds:.2f} s (root {root})[/dim]")
     if result.files_scanned == 0 and not result.problems:
@@ -249,10 +372,25 @@ def _emit(text: str, output: Path | None) -> None:
 # -- audit ----------------------------------------------------------------------------------
 
 
+def _link_base(root: Path | None, output: Path | None) -> str:
+    """Where the HTML report's line links point: relative to the report file when it is written
+    with -o (the links survive moving report and tree together), else the root's file:// URI."""
+    from urllib.parse import quote
+
+    if root is None:
+        return ""
+    root_abs = Path(os.path.abspath(root))
+    if output is not None:
+        rel = os.path.relpath(root_abs, Path(os.path.abspath(output)).parent)
+        return "" if rel == "." else quote(Path(rel).as_posix(), safe="/.") + "/"
+    return root_abs.as_uri() + "/"
+
+
 @main.command()
 @common_options
-@click.option("--format", "fmt", type=click.Choice(["text", "concise", "json", "sarif", "markdown", "github"]),
-              default="text", show_default=True, help="Output format.")
+@click.option("--format", "fmt", type=click.Choice(["text", "concise", "json", "sarif", "markdown", "github", "html"]),
+              default="text", show_default=True,
+              help="Output format (html: one self-contained page with charts; best with -o).")
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), help="Write the report to a file.")
 def audit(fmt: str, output: Path | None, **kw: Any) -> None:
     """Inventory the CUDA surface of PATHS: every finding, classified, with an effort estimate."""
@@ -274,19 +412,24 @@ def audit(fmt: str, output: Path | None, **kw: Any) -> None:
     elif fmt == "markdown":
         title = f"porter audit: {Path(root_label).name or root_label}"
         _emit(reporters.render_markdown(findings, title=title, files_scanned=files), output)
+    elif fmt == "html":
+        from .estimate import summarize
+        from .html_report import render_html
+
+        title = f"porter audit: {Path(root_label).name or root_label}"
+        _emit(render_html(findings, summarize(list(findings), files_scanned=files), title,
+                          link_base=_link_base(root, output), root_label=root_label), output)
     elif fmt == "concise":
         _emit(reporters.render_concise(findings), output)
     elif fmt == "github":
         _emit(reporters.render_github(findings), output)
     else:
-        from rich.console import Console
-
         if output is not None:
             with open(output, "w", encoding="utf-8") as fh:
-                reporters.print_text(findings, Console(file=fh, width=120), files_scanned=files,
+                reporters.print_text(findings, make_console(file=fh), files_scanned=files,
                                      show_summary=not kw["quiet"], audit_summary=True)
         else:
-            reporters.print_text(findings, Console(highlight=False, soft_wrap=True), files_scanned=files,
+            reporters.print_text(findings, make_console(), files_scanned=files,
                                  show_summary=not kw["quiet"], audit_summary=not kw["quiet"])
     sys.exit(EXIT_OK)
 
@@ -316,7 +459,7 @@ def check(fmt: str, exit_zero: bool, include_benign: bool, **kw: Any) -> None:
         findings = analyze(name, decoded.text, language, settings)
         root = None
     else:
-        result, _ = _run(kw, "audit")
+        result, _ = _run(kw, "audit", missing_ok=True)
         findings, root = result.findings, result.root
     if not include_benign:
         # a file porter could not analyse (binary, too large) is never a silent pass: padding a file
@@ -329,9 +472,7 @@ def check(fmt: str, exit_zero: bool, include_benign: bool, **kw: Any) -> None:
     elif fmt == "github":
         click.echo(reporters.render_github(findings), nl=False)
     elif fmt == "text":
-        from rich.console import Console
-
-        reporters.print_text(findings, Console(highlight=False, soft_wrap=True), show_summary=not kw["quiet"])
+        reporters.print_text(findings, make_console(), show_summary=not kw["quiet"])
     else:
         click.echo(reporters.render_concise(findings), nl=False)
         if findings and not kw["quiet"]:
@@ -356,6 +497,7 @@ def check(fmt: str, exit_zero: bool, include_benign: bool, **kw: Any) -> None:
 def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit_non_zero_on_fix: bool,
           show_fixes: bool, annotate: bool, **kw: Any) -> None:
     """Apply porter's fixes to PATHS (safe ones; --unsafe-fixes adds approximations)."""
+
     from . import reporters
     from .runner import write
 
@@ -373,7 +515,15 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
             sys.stdout.buffer.write(kw["stdin_bytes"])
             sys.exit(EXIT_ERROR)
         outcome = fix(name, decoded.text, language, settings, newline=decoded.newline)
-        sys.stdout.buffer.write(decoded.encode(outcome.text))
+        fixed_bytes = decoded.encode(outcome.text)
+        if dry_run:
+            from .patchset import FileChange, render_change
+
+            original = decoded.encode(decoded.text)
+            sys.stdout.buffer.write(render_change(FileChange(name, original, fixed_bytes)))
+            sys.stdout.flush()
+            sys.exit(EXIT_FINDINGS if fixed_bytes != original else EXIT_OK)
+        sys.stdout.buffer.write(fixed_bytes)
         sys.exit(EXIT_OK)
     if annotate:
         kw["annotate"] = True
@@ -381,13 +531,14 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
     series = result.series()
     changed = result.changed_files
     if dry_run:
-        sys.stdout.buffer.write(series.render())
+        # one diff per file, in path order, from the original to the final text (all families' passes)
+        sys.stdout.buffer.write(series.render_combined())
         sys.stdout.flush()
     elif patch_dir is not None:
         if patch_dir.is_symlink() or (patch_dir.exists() and not patch_dir.is_dir()):
             raise click.UsageError(f"--patch-dir {patch_dir} must be a directory (not a symlink)")
         written = series.write_dir(patch_dir, title=f"porter patch series for {result.root.name}")
-        console.print(f"porter: wrote {len(written) - 1} patch(es) and INDEX.md to {patch_dir}", highlight=False)
+        console.print(f"porter: wrote {len(written) - 1} patch(es) and INDEX.md to {patch_dir}", markup=False)
     else:
         written = write(result)
         if kw.get("verbose"):

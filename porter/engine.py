@@ -154,11 +154,15 @@ def _supersede(findings: list[Finding]) -> list[Finding]:
 
 
 def select(findings: Iterable[Finding], ctx: FileContext) -> list[Finding]:
-    """Apply rule selection, per-file ignores, inline suppressions and supersession."""
+    """Apply rule selection, per-file ignores, supersession, then inline suppressions.
+
+    Supersession runs before suppression: a ``# noqa`` on a site that a specific rule reports
+    silences that site, and the generic finding the specific one replaced stays replaced.
+    """
     table = registry.rules()
     settings = ctx.settings
     sup = Suppressions(ctx)
-    kept = []
+    enabled = []
     for f in findings:
         rule = table.get(f.code)
         default = rule.default if rule else True
@@ -167,10 +171,8 @@ def select(findings: Iterable[Finding], ctx: FileContext) -> list[Finding]:
                 continue
             if settings.ignored_in_file(f.code, ctx.relpath):
                 continue
-            if sup.suppressed(f):
-                continue
-        kept.append(f if f.path else replace(f, path=ctx.relpath))
-    kept = _supersede(kept)
+        enabled.append(f if f.path else replace(f, path=ctx.relpath))
+    kept = [f for f in _supersede(enabled) if f.code.startswith("PRT00") or not sup.suppressed(f)]
     kept.sort(key=lambda f: f.sort_key)
     return kept
 

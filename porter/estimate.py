@@ -1,22 +1,32 @@
 """The audit summary: counts by class, family, rule and fix level, top blockers, and an effort
-estimate placed against the playbook's three goals.
+estimate placed against three typical porting goals.
 
 Everything is computed from the findings alone, so ``porter audit --format json`` and the
 Markdown report agree by construction. Rule metadata (class, effort per site, best fix) comes
 from :func:`porter.registry.rules`; a finding's own ``category``/``effort_hours`` win.
 
-The estimate (all hours are engineer hours; a day is :data:`HOURS_PER_DAY` focused hours):
+The estimate (all hours are engineer hours; a day is :data:`HOURS_PER_DAY` focused hours) counts
+only what needs work:
 
-- *site hours*: the effort of every site porter cannot fix by itself (fix level ``none``);
-  sites with an ``unsafe`` fix count only in the high end (they need a review, not a port);
-  sites with a ``safe`` fix count nothing,
+- *work sites*: the effort of every shim/replace site porter cannot fix by itself (fix level
+  ``none``). Repeats are cheaper than the first: in one file, the first site of a rule costs the
+  rule's full effort and each further site of the same rule :data:`REPEAT_FACTOR` of it (the
+  same edit again); the high end counts every site in full,
+- *sites with a fallback*: uses of a CUDA-only package in a file that already runs without it
+  (an availability gate or probe, PRT021/PRT023, e.g. an xformers call next to an SDPA path) cost
+  :data:`FALLBACK_FACTOR` of their effort (drop the CUDA-only branch, test the fallback); full in
+  the high end,
+- *benign sites* (run unchanged on ROCm) cost nothing; those with a verification effort (CUDA
+  graphs, Triton kernels) count in the high end only,
+- *unsafe fixes*: a review, in the high end only; *safe fixes* cost nothing,
 - *kernel files*: a fixed cost per CUDA source file (rule PRT870: HIPify, build, test),
 - *packages*: a fixed cost per CUDA-only package the code or manifests use (install route,
   CI image, version pin), :data:`PACKAGE_HOURS` each,
-- *setup*: :data:`SETUP_HOURS` once (ROCm container, smoke test) when anything was found.
+- *setup*: :data:`SETUP_HOURS` once (ROCm container, smoke test) when anything needs work.
 
-The low end is 0.8x that sum; the high end adds the unsafe-fix reviews and multiplies by 1.5
-(2.0 when custom kernels are present: kernel ports are the least predictable work).
+The point estimate is the sum; the low end is 0.8x the sum; the high end adds the full cost of
+repeats and fallback sites, the benign verifications and the unsafe-fix reviews, and multiplies
+by 1.5 (2.0 when custom kernels are present: kernel ports are the least predictable work).
 """
 
 from __future__ import annotations
@@ -38,6 +48,16 @@ LOW_FACTOR = 0.8
 HIGH_FACTOR = 1.5
 HIGH_FACTOR_KERNELS = 2.0
 TOP_BLOCKERS = 10
+REPEAT_FACTOR = 0.25
+FALLBACK_FACTOR = 0.25
+FALLBACK_CODES = frozenset({"PRT021", "PRT023"})  # availability gate / probe: the code runs without the package
+# attention findings carry no package: flash-attn (PRT100-199) and xformers (PRT200-299)
+_ATTENTION_PACKAGE = (("PRT1", "flash-attn"), ("PRT2", "xformers"))
+
+METHOD = ("sum of per-site effort for shim/replace sites porter cannot fix (repeats of a rule in one file at "
+          f"{REPEAT_FACTOR:g}x, sites in files with a fallback at {FALLBACK_FACTOR:g}x, benign sites 0) + "
+          "a fixed cost per CUDA source file and per CUDA-only package + setup; low = 0.8x; high = every "
+          "site in full plus reviews, x1.5 (x2 with custom kernels)")
 
 KERNEL_FILE_CODE = "PRT870"
 # Custom-kernel evidence (bespoke research code): the kernels family's "replace" rules.
@@ -48,7 +68,7 @@ TRAINING_CODES = frozenset({"PRT060"})
 TRAINING_FAMILIES = frozenset({"distributed"})
 TRAINING_NAME_HINTS = ("optim", "grad-scaler", "ddp", "fsdp", "sync-batchnorm", "syncbn")
 
-# The playbook's typical effort per goal, in engineer-days (low, high; None = open-ended).
+# The typical effort per goal, in engineer-days (low, high; None = open-ended).
 TYPICAL_DAYS: dict[str, tuple[float, float | None]] = {"serve": (1.0, 5.0), "fine-tune": (5.0, 15.0),
                                                        "bespoke": (20.0, None)}
 
@@ -96,6 +116,14 @@ def package_of(f: Finding) -> str | None:
 # Several names of one distribution (import name vs PyPI name) count once in the estimate.
 _SAME_PACKAGE = {"pynvml": "nvidia-ml-py", "nvidia-ml-py3": "nvidia-ml-py", "transformer-engine-torch":
                  "transformer-engine", "flash-attn-2": "flash-attn", "apex-cuda": "apex"}
+
+
+def _site_package(f: Finding) -> str | None:
+    """The CUDA-only package a site uses: its data, else the attention family's code range."""
+    pkg = package_of(f)
+    if pkg is None:
+        pkg = next((p for prefix, p in _ATTENTION_PACKAGE if f.code.startswith(prefix)), None)
+    return pkg
 
 
 def directory_of(path: str) -> str:
@@ -149,6 +177,12 @@ class Estimate:
     days: float
     hours_per_day: float
     reasoning: list[str]
+    method: str = METHOD
+    work_sites: int = 0  # shim/replace sites without a fix that carry effort
+    repeat_sites: int = 0  # of those, further sites of a rule already counted in the same file
+    fallback_sites: int = 0  # of those, uses of a package in a file that already runs without it
+    benign_sites: int = 0  # benign sites without a fix: 0 h (verification in the high end)
+    high_only_hours: float = 0.0  # repeats/fallbacks in full, benign verifications (high end only)
 
 
 @dataclass
@@ -188,6 +222,11 @@ class AuditSummary:
         return next(g for g in self.goals if g.key == self.goal)
 
 
+def _h(hours: float) -> str:
+    """Hours for a sentence: one decimal at most."""
+    return f"{round(hours, 1):g}"
+
+
 def _round(x: float, step: float = 0.5) -> float:
     return math.ceil(x / step) * step if x > 0 else 0.0
 
@@ -200,11 +239,15 @@ def summarize(findings: list[Finding], files_scanned: int = 0) -> AuditSummary:
     by_severity = {s.value: 0 for s in Severity}
     by_family: Counter[str] = Counter()
     rules: dict[str, RuleCount] = {}
-    site_hours = unsafe_hours = 0.0
+    site_hours = unsafe_hours = high_only = 0.0
+    work_sites = repeat_sites = fallback_sites = benign_sites = 0
     kernel_files: set[str] = set()
     packages: set[str] = set()
     kernel_evidence: list[Finding] = []
     training_evidence: list[Finding] = []
+    fallbacks = {(f.path, p) for f in findings if (p := package_of(f)) and
+                 (f.code in FALLBACK_CODES or (f.data or {}).get("gated") is True)}
+    seen_in_file: set[tuple[str, str]] = set()
     for f in findings:
         cat = category_of(f)
         level = fix_level(f)
@@ -223,9 +266,24 @@ def summarize(findings: list[Finding], files_scanned: int = 0) -> AuditSummary:
         hours = effort_of(f)
         if f.code == KERNEL_FILE_CODE:
             kernel_files.add(f.path)
-        elif level == "manual":
-            site_hours += hours
-            rc.hours += hours
+        elif level == "manual" and cat == Category.BENIGN:
+            if hours > 0:
+                benign_sites += 1
+                high_only += hours
+        elif level == "manual" and hours > 0:
+            work_sites += 1
+            if (f.path, _site_package(f)) in fallbacks:
+                fallback_sites += 1
+                counted = hours * FALLBACK_FACTOR
+            elif (f.path, f.code) in seen_in_file:
+                repeat_sites += 1
+                counted = hours * REPEAT_FACTOR
+            else:
+                counted = hours
+            seen_in_file.add((f.path, f.code))
+            site_hours += counted
+            high_only += hours - counted
+            rc.hours += counted
         elif level == "unsafe":
             unsafe_hours += hours
         pkg = package_of(f)
@@ -241,40 +299,48 @@ def summarize(findings: list[Finding], files_scanned: int = 0) -> AuditSummary:
     file_cost = kernel_rule.effort_hours if kernel_rule else 4.0
     kernel_hours = file_cost * len(kernel_files)
     package_hours = PACKAGE_HOURS * len(packages)
-    setup = SETUP_HOURS if findings else 0.0
+    needs_work = bool(site_hours or kernel_files or packages or unsafe_hours or high_only)
+    setup = SETUP_HOURS if needs_work else 0.0
     total = site_hours + kernel_hours + package_hours + setup
     high_factor = HIGH_FACTOR_KERNELS if kernel_evidence else HIGH_FACTOR
     low_days = _round(total * LOW_FACTOR / HOURS_PER_DAY)
-    high_days = _round((total + unsafe_hours) * high_factor / HOURS_PER_DAY)
+    high_days = _round((total + high_only + unsafe_hours) * high_factor / HOURS_PER_DAY)
     days = _round(total / HOURS_PER_DAY)
     manual_info = sum(1 for f in findings if fix_level(f) == "manual" and severity_of(f) == Severity.INFO)
     reasoning = [
-        f"{by_fix['manual']} site(s) without an automatic fix ({by_fix['manual'] - manual_info} to work on, "
-        f"{manual_info} informational): {site_hours:g} h of manual work "
-        "(sum of each rule's per-site effort; kernel files counted below)",
+        f"method: {METHOD}",
+        f"{work_sites} shim/replace site(s) without an automatic fix: {_h(site_hours)} h "
+        f"(each rule's per-site effort; {repeat_sites} repeat(s) of a rule in the same file at "
+        f"{REPEAT_FACTOR:g}x, {fallback_sites} site(s) in files that already run without the package at "
+        f"{FALLBACK_FACTOR:g}x; kernel files counted below)",
+        f"{benign_sites} benign site(s) with a verification effort: 0 h (high end only); "
+        f"{by_fix['manual'] - work_sites - benign_sites} other site(s) without a fix are inventory "
+        f"({manual_info} informational): 0 h",
         f"{by_fix['safe']} site(s) with a safe fix: 0 h (`porter apply` rewrites them)",
-        f"{by_fix['unsafe']} site(s) with an unsafe fix: {unsafe_hours:g} h of review, counted in the high "
+        f"{by_fix['unsafe']} site(s) with an unsafe fix: {_h(unsafe_hours)} h of review, counted in the high "
         "end only (`porter apply --unsafe-fixes`)",
         f"{len(kernel_files)} CUDA source file(s) x {file_cost:g} h (HIPify, build for the AMD target, test) "
-        f"= {kernel_hours:g} h",
+        f"= {_h(kernel_hours)} h",
         f"{len(packages)} CUDA-only package(s) x {PACKAGE_HOURS:g} h (install route, CI image, pins) "
-        f"= {package_hours:g} h" + (f": {', '.join(sorted(packages))}" if packages else ""),
+        f"= {_h(package_hours)} h" + (f": {', '.join(sorted(packages))}" if packages else ""),
         f"setup (ROCm container, smoke test): {setup:g} h",
-        f"total {total:g} h / {HOURS_PER_DAY:g} focused h per day = {days:g} day(s); range x{LOW_FACTOR:g} to "
-        f"(total + unsafe reviews) x{high_factor:g}" + (" (custom kernels widen the range)" if kernel_evidence
-                                                       else "") + f" = {low_days:g}-{high_days:g} day(s)",
+        f"total {_h(total)} h / {HOURS_PER_DAY:g} focused h per day = {days:g} day(s); range: low = total "
+        f"x{LOW_FACTOR:g}, high = (total + {_h(high_only + unsafe_hours)} h of repeats, fallbacks, benign checks "
+        f"and reviews in full) x{high_factor:g}" + (" (custom kernels widen the range)" if kernel_evidence
+                                                    else "") + f" = {low_days:g}-{high_days:g} day(s)",
     ]
     estimate = Estimate(
         site_hours=round(site_hours, 2), unsafe_review_hours=round(unsafe_hours, 2),
         kernel_files=len(kernel_files), kernel_file_hours=kernel_hours, packages=sorted(packages),
         package_hours=package_hours, setup_hours=setup, total_hours=round(total, 2), low_days=low_days,
         high_days=high_days, days=days, hours_per_day=HOURS_PER_DAY, reasoning=reasoning,
+        work_sites=work_sites, repeat_sites=repeat_sites, fallback_sites=fallback_sites,
+        benign_sites=benign_sites, high_only_hours=round(high_only, 2),
     )
 
     goals = _goals(kernel_evidence, training_evidence, kernel_files)
     goal = next(g.key for g in goals if g.matched)
-    manual_work = sum(1 for f in findings if fix_level(f) == "manual" and effort_of(f) > 0
-                      and f.code != KERNEL_FILE_CODE)
+    manual_work = work_sites
     blockers = sorted((f for f in findings if is_blocker(f)), key=_blocker_key)
     top = [_blocker(f) for f in blockers[:TOP_BLOCKERS]]
     by_rule = sorted(rules.values(), key=lambda rc: (-rc.hours, -rc.count, rc.code))
@@ -297,11 +363,11 @@ def _versus_typical(goal: str, est: Estimate, kernel_sites: int, kernel_files: i
                           "file(s))",
                "fine-tune": "few training-specific dependencies need porting",
                "serve": "little needs porting"}[goal]
-        return f"below the playbook's typical {typical} for this goal: {why}"
+        return f"below the typical {typical} for this goal: {why}"
     if high is not None and est.low_days > high:
-        return (f"above the playbook's typical {typical} for this goal: many sites need manual work; "
+        return (f"above the typical {typical} for this goal: many sites need manual work; "
                 "check the blockers first")
-    return f"within the playbook's typical {typical} for this goal"
+    return f"within the typical {typical} for this goal"
 
 
 def _blocker_key(f: Finding) -> tuple[Any, ...]:

@@ -246,14 +246,17 @@ def _md(text: str) -> str:
 
 
 def render_report(p: MigrationPlan) -> str:
+    """MIGRATION.md: the first screen says what happened and what is left; flagged sites are
+    grouped by rule (count, one example, the next step) with every site in a collapsed table;
+    Mermaid charts (rendered by GitHub) show the work left by family and the sites by class."""
     from .estimate import summarize
-    from .reporters import category_of, severity_of
 
     rules = registry.rules()
     name = p.root.name
     before = p.before.findings
     after = p.after_findings
     fixed = p.fixed.fixed
+    flagged = [f for f in after if _blocking(f)]
     lines = [f"# Migration report: {name}", ""]
     target = p.extra.get("target")
     if target:
@@ -261,7 +264,7 @@ def render_report(p: MigrationPlan) -> str:
     lines += [
         f"porter migrated `{name}` into {len(p.series.nonempty())} patch(es) "
         f"({sum(len(x.changes) for x in p.series.nonempty())} file change(s)); "
-        f"{len(fixed)} site(s) were rewritten automatically and {sum(1 for f in after if _blocking(f))} "
+        f"{len(fixed)} site(s) were rewritten automatically and {len(flagged)} "
         "site(s) still need a human.",
         "",
         "## Audit before and after",
@@ -276,10 +279,12 @@ def render_report(p: MigrationPlan) -> str:
     est = summary.estimate
     fit = summary.goal_fit
     lines += ["", f"**Effort left:** {est.low_days:g}–{est.high_days:g} engineer-day(s) (point estimate "
-              f"{est.days:g}: {est.total_hours:g} h at {est.hours_per_day:g} h/day), before the follow-ups "
-              f"below. The repository fits the playbook goal *{fit.goal}* (typically {fit.typical_effort}).", ""]
+              f"{est.days:g}: {round(est.total_hours, 1):g} h at {est.hours_per_day:g} h/day), before the follow-ups "
+              f"below. The repository fits the goal *{fit.goal}* (typically {fit.typical_effort}).", ""]
+    lines += _report_charts(flagged, after, est, summary.by_rule)
+    lines += ["<details><summary>How the estimate was computed</summary>", ""]
     lines += [f"- {r}" for r in est.reasoning]
-    lines.append("")
+    lines += ["", "</details>", ""]
     lines += ["## Patch series", "", "Apply in order with `git apply`, or commit them with `git am --keep-cr` "
               "(without `--keep-cr`, `git am` strips the CR of CRLF files and the patches do not apply):", ""]
     names = p.series.file_names()
@@ -287,36 +292,124 @@ def render_report(p: MigrationPlan) -> str:
         lines.append(f"- `{fname}` — {patch.title} ({len(patch.changes)} file(s))")
     if p.hipify_note:
         lines += ["", f"HIPify: {p.hipify_note}"]
-    lines += ["", "## Rewrites", "", "| file | line | rule | what |", "|---|---|---|---|"]
-    for f in fixed:
-        r = rules.get(f.code)
-        lines.append(f"| [{f.path}]({f.path}#L{f.line}) | {f.line} | {f.code} {r.name if r else ''} | "
-                     f"{_md(f.fix_title or f.message)} |")
-    if not fixed:
-        lines.append("| — | | | nothing was rewritten |")
     withheld = [f for f in after if "withheld" in f.data]
     if withheld:
         lines += ["", f"{len(withheld)} fix(es) were withheld by the semantic gate (the fixed module would not "
                   "import, or would need releases the nearest manifest's pins exclude); they are listed below "
                   "with the reason."]
     lines += ["", "## Flagged sites (need a human)", "",
-              "| file | line | rule | class | reason | next step |", "|---|---|---|---|---|---|"]
-    flagged = [f for f in after if _blocking(f)]
-    for f in flagged:
-        r = rules.get(f.code)
-        nxt = "apply with `--unsafe-fixes` after review" if f.fix.value == "unsafe" else (
-            r.summary if r else "see the finding")
-        lines.append(f"| [{f.path}]({f.path}#L{f.line}) | {f.line} | {f.code} {r.name if r else ''} | "
-                     f"{category_of(f).value} | {_md(f.message)} | {_md(nxt)} |")
-    if not flagged:
-        lines.append("| — | | | | nothing left | |")
-    info = [f for f in after if severity_of(f).value == "info"]
+              f"{len(flagged)} site(s), grouped by rule; every site is listed below the table. Line numbers "
+              "here refer to the tree **after** the patch series is applied (these sites come from the audit "
+              "of the patched tree).", ""]
+    if flagged:
+        lines += ["| rule | class | sites | example | next step |", "|---|---|---|---|---|"]
+        for code, items in _by_rule(flagged):
+            r = rules.get(code)
+            first = items[0]
+            lines.append(f"| {code} {r.name if r else ''} | {_class_of(first)} | {len(items)} | "
+                         f"[{first.path}:{first.line}]({first.path}#L{first.line}): {_md(first.message)} | "
+                         f"{_md(_next_step(items, r))} |")
+        lines += ["", f"<details><summary>All {len(flagged)} flagged site(s)</summary>", "",
+                  "| file | line | rule | class | reason | next step |", "|---|---|---|---|---|---|"]
+        for f in flagged:
+            r = rules.get(f.code)
+            lines.append(f"| [{f.path}]({f.path}#L{f.line}) | {f.line} | {f.code} {r.name if r else ''} | "
+                         f"{_class_of(f)} | {_md(f.message)} | {_md(_next_step([f], r))} |")
+        lines += ["", "</details>"]
+    else:
+        lines.append("Nothing left: every site porter found was rewritten or is informational.")
+    info = [f for f in after if not _blocking(f)]
     if info:
         lines += ["", f"{len(info)} informational site(s) (e.g. `device=\"cuda\"`, which works unchanged on "
                   "ROCm PyTorch) were left as they are; `porter audit` lists them."]
+
+    lines += ["", "## Rewrites", "",
+              f"{len(fixed)} site(s), grouped by rule; every site is listed below the table. Line numbers here "
+              "refer to the **original** tree (before the patch series).", ""]
+    if fixed:
+        lines += ["| rule | sites | what | patch |", "|---|---|---|---|"]
+        patch_of = _patch_of_code(p)
+        for code, items in _by_rule(fixed):
+            r = rules.get(code)
+            lines.append(f"| {code} {r.name if r else ''} | {len(items)} | {_md(items[0].fix_title or items[0].message)} "
+                         f"| {patch_of.get(code, '')} |")
+        lines += ["", f"<details><summary>All {len(fixed)} rewrite(s)</summary>", "",
+                  "| file | line | rule | what |", "|---|---|---|---|"]
+        for f in fixed:
+            r = rules.get(f.code)
+            lines.append(f"| [{f.path}]({f.path}#L{f.line}) | {f.line} | {f.code} {r.name if r else ''} | "
+                         f"{_md(f.fix_title or f.message)} |")
+        lines += ["", "</details>"]
+    else:
+        lines.append("Nothing was rewritten.")
     lines += ["", "## Follow-ups no codemod can do", ""] + [f"1. {t}" for t in FOLLOW_UPS]
     lines += ["", f"_Generated by porter in {p.seconds:.1f} s._" if p.extra.get("timing") else ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _class_of(f: Finding) -> str:
+    from .reporters import category_of
+
+    return category_of(f).value
+
+
+def _by_rule(findings: list[Finding]) -> list[tuple[str, list[Finding]]]:
+    """Findings grouped by rule, most sites first (ties by code)."""
+    groups: dict[str, list[Finding]] = {}
+    for f in findings:
+        groups.setdefault(f.code, []).append(f)
+    return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+
+
+def _next_step(items: list[Finding], rule: Any) -> str:
+    unsafe = sum(1 for f in items if f.fix.value == "unsafe")
+    if unsafe == len(items):
+        return "review, then apply with `porter apply --unsafe-fixes`"
+    step = f"{rule.summary} See `porter rule {rule.code}`." if rule else "see the finding"
+    if unsafe:
+        step += f" ({unsafe} of them: apply with `--unsafe-fixes` after review)"
+    return step
+
+
+def _patch_of_code(p: MigrationPlan) -> dict[str, str]:
+    """The file name of the (first) patch that carries each rewritten rule."""
+    out: dict[str, str] = {}
+    for fname, patch in zip(p.series.file_names(), p.series.nonempty(), strict=True):
+        for note in patch.notes:
+            code = note.split("` ", 1)[-1].split(":", 1)[0].strip()
+            out.setdefault(code, f"`{fname}`")
+    return out
+
+
+def _mermaid_label(text: str) -> str:
+    return text.replace('"', "'")
+
+
+def _report_charts(flagged: list[Finding], after: list[Finding], est: Any, by_rule: Any) -> list[str]:
+    """Two Mermaid pie charts: hours of work left by family, and the audited sites by class."""
+    hours: dict[str, float] = {}
+    for rc in by_rule:
+        if rc.hours > 0:
+            hours[rc.family] = hours.get(rc.family, 0.0) + rc.hours
+    if est.kernel_file_hours:
+        hours["kernels"] = hours.get("kernels", 0.0) + est.kernel_file_hours
+    if est.package_hours:
+        hours["CUDA-only packages (fixed cost each)"] = est.package_hours
+    out: list[str] = []
+    if hours:
+        out += ["```mermaid", f"pie showData title Work left by family (hours, point estimate {round(est.total_hours, 1):g} h "
+                "with setup)"]
+        out += [f'    "{_mermaid_label(fam)}" : {round(h, 1):g}' for fam, h in sorted(hours.items(),
+                                                                                   key=lambda kv: (-kv[1], kv[0]))]
+        if est.setup_hours:
+            out.append(f'    "setup" : {est.setup_hours:g}')
+        out += ["```", ""]
+    c = _class_counts(after)
+    if any(c.values()):
+        out += ["```mermaid", "pie showData title Sites after the patches, by class"]
+        out += [f'    "{k}" : {v}' for k, v in c.items() if v]
+        out += ["```", ""]
+    return out
 
 
 def _blocking(f: Finding) -> bool:
@@ -560,11 +653,9 @@ def migrate(repo: Path, out: Path | None, dry_run: bool, branch: str | None, all
     """Turn REPO into a reviewable patch series (one patch per family) plus a migration report."""
     import sys
 
-    from rich.console import Console
+    from .cli import Progress, _settings, make_console
 
-    from .cli import _settings
-
-    console = Console(stderr=True, quiet=quiet, highlight=False)
+    console = make_console(stderr=True, quiet=quiet)
     root = Path(os.path.abspath(repo))
     proc.register_untrusted_root(root)
     if trust_git_dir:
@@ -590,8 +681,12 @@ def migrate(repo: Path, out: Path | None, dry_run: bool, branch: str | None, all
             raise click.ClickException(f"branch {branch!r} already exists")
     settings = _settings({"select": select, "ignore": ignore, "config": config}, root, unsafe_fixes)
     settings, target_note = migration_target(settings, target_torch)
-    with console.status(f"porter: migrating {root.name}…", spinner="dots"):
-        p = plan(root, settings, hipify=hipify, jobs=jobs)
+    progress = None if quiet else Progress(console, label=f"porter migrate {root.name}")
+    try:
+        p = plan(root, settings, hipify=hipify, jobs=jobs, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
     p.extra["target"] = target_note
     patches = p.series.nonempty()
     console.print(f"porter: plan for {root.name}: {len(patches)} patch(es), {len(p.fixed.fixed)} rewrite(s), "

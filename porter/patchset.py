@@ -230,6 +230,25 @@ class PatchSeries:
     def render(self) -> bytes:
         return b"".join(p.render() for p in self.nonempty())
 
+    def combined_changes(self) -> list[FileChange]:
+        """One change per file, original → final text over every patch of the series, in path order."""
+        first: dict[str, FileChange] = {}
+        last: dict[str, FileChange] = {}
+        for patch in self.nonempty():
+            for change in patch.changes:
+                first.setdefault(change.path, change)
+                last[change.path] = change
+        out = []
+        for path in sorted(first):
+            a, b = first[path], last[path]
+            if a.before != b.after:
+                out.append(FileChange(path, a.before, b.after, b.mode if a.before is None else a.mode))
+        return out
+
+    def render_combined(self) -> bytes:
+        """The whole series as one diff with one section per file (what ``apply --dry-run`` prints)."""
+        return render_changes(self.combined_changes())
+
     def file_names(self) -> list[str]:
         return [f"{i:04d}-{_SAFE_NAME.sub('-', p.name)}.patch" for i, p in enumerate(self.nonempty(), 1)]
 

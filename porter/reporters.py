@@ -14,7 +14,7 @@ from . import __version__, registry
 from .findings import Applicability, Category, Finding, Rule, Severity
 from .textio import read_bounded
 
-FORMATS = ("text", "concise", "json", "sarif", "markdown", "github")
+FORMATS = ("text", "concise", "json", "sarif", "markdown", "github", "html")
 INFO_URI = "https://pypi.org/project/porter-rocm/"
 
 
@@ -159,6 +159,7 @@ def render_sarif(findings: Sequence[Finding], *, root: Path | None = None) -> st
     used = sorted({f.code for f in findings if f.code in table})
     index = {code: i for i, code in enumerate(used)}
     texts: dict[str, str | None] = {}
+    fingerprints = _Fingerprints(root)
     results = []
     for f in findings:
         r = table.get(f.code)
@@ -172,11 +173,7 @@ def render_sarif(findings: Sequence[Finding], *, root: Path | None = None) -> st
                     "region": _region(f.line, f.column, f.end_line, f.end_column),
                 }
             }],
-            "partialFingerprints": {
-                "primaryLocationLineHash": hashlib.sha256(
-                    f"{f.code}|{f.path}|{f.message}".encode()
-                ).hexdigest()[:16] + ":1"
-            },
+            "partialFingerprints": {"primaryLocationLineHash": fingerprints.next(f)},
             "properties": {"category": category_of(f).value, "fix": f.fix.value},
         }
         if r is not None:
@@ -220,6 +217,44 @@ def render_sarif(findings: Sequence[Finding], *, root: Path | None = None) -> st
         }],
     }
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+class _Fingerprints:
+    """``primaryLocationLineHash`` values that identify a site, not a message.
+
+    The hash covers the rule, the file and the finding's source line with all whitespace removed
+    (so re-indenting or moving the code keeps the alert); ``:N`` is the occurrence of that hash in
+    the file (the N-th identical line carrying the same finding), as GitHub's own fingerprints do.
+    When the file cannot be read (stdin, a removed file) the line number stands in for the content.
+    """
+
+    def __init__(self, root: Path | None) -> None:
+        self.root = root
+        self.lines: dict[str, list[str] | None] = {}
+        self.seen: Counter[str] = Counter()
+
+    def _line(self, path: str, line: int) -> str | None:
+        if path not in self.lines:
+            lines = None
+            if self.root is not None:
+                target = self.root / path
+                try:
+                    if not target.is_symlink():
+                        lines = target.read_bytes().decode("utf-8", "replace").splitlines()
+                except OSError:
+                    lines = None
+            self.lines[path] = lines
+        lines = self.lines[path]
+        if lines is None or not 1 <= line <= len(lines):
+            return None
+        return "".join(lines[line - 1].split())
+
+    def next(self, f: Finding) -> str:
+        content = self._line(f.path, f.line)
+        site = content if content is not None else f"line {f.line}"
+        digest = hashlib.sha256(f"{f.code}\0{f.path}\0{site}".encode()).hexdigest()[:16]
+        self.seen[digest] += 1
+        return f"{digest}:{self.seen[digest]}"
 
 
 def _uri(path: str) -> str:

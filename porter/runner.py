@@ -109,6 +109,7 @@ class RunResult:
         order = {f.name: f.order for f in registry.families()}
         buckets: dict[tuple[int, int, str], Patch] = {}
         created: set[str] = set()
+        codes: dict[int, set[str]] = {}
 
         def bucket(fam: str, wrap: int) -> Patch:
             key = (wrap, order.get(fam, 999), fam)
@@ -130,6 +131,7 @@ class RunResult:
                 patch.changes.append(FileChange(fr.relpath, fr.encode(stage.before), fr.encode(stage.after)))
                 for f in stage.findings:
                     patch.notes.append(f"`{f.path}:{f.line}` {f.code}: {f.message}")
+                    codes.setdefault(id(patch), set()).add(f.code)
             for name, files in fr.new_files_by_family.items():
                 fam, _, wrap_s = name.partition("-")
                 if fam not in order:
@@ -140,6 +142,14 @@ class RunResult:
                         continue
                     created.add(path)
                     bucket(fam, wrap).changes.append(FileChange(path, None, text.encode("utf-8")))
+        rules = registry.rules()
+        for (wrap, _, fam), patch in buckets.items():
+            if wrap:  # a family's later pass: name it after what it fixes, not "<family>-2"
+                names = sorted({rules[c].name for c in codes.get(id(patch), ()) if c in rules})
+                what = "-".join(names[:2]) + ("-and-more" if len(names) > 2 else "") if names else "follow-up"
+                patch.name = f"{fam}-{what}"
+                patch.title = (f"{patch.title} (pass {wrap + 1}: {', '.join(names) or 'follow-up'}, on what "
+                               "the earlier patches changed)")
         patches = [buckets[k] for k in sorted(buckets)] + list(self.extra_patches)
         manual = [
             f"`{f.path}:{f.line}` {f.code} {registry.rules()[f.code].name if f.code in registry.rules() else ''}: "

@@ -134,9 +134,50 @@ def test_real_fixture_summary_is_consistent() -> None:
 def test_versus_typical_and_manual_work() -> None:
     small = summarize([f("PRT870", path="k.cu"), f("PRT871", path="k.cu", line=2), f("PRT041", line=3)])
     assert small.goal == "bespoke"
-    assert small.versus_typical.startswith("below the playbook's typical 20+ days")
+    assert small.versus_typical.startswith("below the typical 20+ days")
     assert small.manual_work_sites == 1  # the kernel; the device string is benign inventory
     big = summarize([f("PRT872", path=f"k{i}.cu") for i in range(40)] + [f("PRT870", path=f"k{i}.cu") for i in range(40)])
     assert big.versus_typical.startswith("within")
     serve = summarize([f("PRT020", line=i, effort_hours=8.0) for i in range(1, 30)])
     assert serve.goal == "serve" and serve.versus_typical.startswith("above")
+
+
+def test_benign_sites_cost_nothing_in_the_point_estimate() -> None:
+    """57 benign sites (a vendor shim that works unchanged on ROCm) are not 28.5 h of work."""
+    benign = [f("PRT043", line=i) for i in range(1, 58)]
+    s = summarize(benign)
+    e = s.estimate
+    assert e.site_hours == 0 and e.total_hours == SETUP_HOURS and e.benign_sites == 57
+    assert e.low_days <= 1 and s.manual_work_sites == 0
+    assert e.high_only_hours == pytest.approx(57 * hours("PRT043"))  # verification: high end only
+    assert e.high_days > e.days
+
+
+def test_repeats_of_a_rule_in_one_file_cost_less_than_the_first() -> None:
+    e = summarize([f("PRT045", line=i) for i in range(1, 11)]).estimate
+    full = hours("PRT045")
+    assert e.site_hours == pytest.approx(full + 9 * full * 0.25, abs=0.01)
+    assert e.repeat_sites == 9 and e.work_sites == 10
+    assert e.high_only_hours == pytest.approx(9 * full * 0.75, abs=0.01)
+    other_file = summarize([f("PRT045", path="a.py"), f("PRT045", path="b.py")]).estimate
+    assert other_file.site_hours == pytest.approx(2 * full)
+
+
+def test_sites_with_an_existing_fallback_are_not_full_replacements() -> None:
+    gate = f("PRT021", data={"package": "xformers"})
+    calls = [f("PRT201", line=10 + i) for i in range(4)] + [f("PRT020", line=20, data={"package": "xformers"})]
+    with_fallback = summarize([gate, *calls]).estimate
+    without = summarize(calls).estimate
+    assert with_fallback.fallback_sites == 5 and without.fallback_sites == 0
+    assert with_fallback.site_hours == pytest.approx(0.25 * (4 * hours("PRT201") + hours("PRT020")), abs=0.01)
+    assert with_fallback.site_hours < without.site_hours
+    # the other file has no fallback: full cost there
+    elsewhere = summarize([gate, f("PRT201", path="b.py")]).estimate
+    assert elsewhere.site_hours == pytest.approx(hours("PRT201"))
+
+
+def test_estimate_states_its_method_and_range() -> None:
+    e = summarize([f("PRT045"), f("PRT020", data={"package": "flash-attn"})]).estimate
+    assert e.reasoning[0].startswith("method: ") and "low = 0.8x" in e.method
+    assert e.low_days < e.high_days
+    assert any("range: low = total x0.8" in r for r in e.reasoning)

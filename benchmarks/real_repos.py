@@ -32,7 +32,6 @@ import py_compile
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -86,21 +85,47 @@ def _git(git_dir: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
 
 
 def materialise(entry: Entry, mirror: Path, dest: Path) -> None:
+    """Write the commit's files into ``dest`` (blobs the snapshot lacks, e.g. large data files, are
+    skipped; symbolic links are not recreated), then make it a one-commit git repository."""
     base = mirror / entry.slug
     git_dir = base / "repo" / ".git" if (base / "repo" / ".git").is_dir() else base / "repo"
     if not git_dir.is_dir():
         git_dir = base
-    proc = _git(git_dir, "archive", "--format=tar", entry.commit, *entry.subdirs)
-    if proc.returncode != 0:
-        raise RuntimeError(proc.stderr.decode(errors="replace").strip())
+    listing = _git(git_dir, "ls-tree", "-r", "-z", "--full-tree", entry.commit, "--", *entry.subdirs)
+    if listing.returncode != 0:
+        raise RuntimeError(listing.stderr.decode(errors="replace").strip())
     dest.mkdir(parents=True)
-    with tempfile.TemporaryFile() as fh:
-        fh.write(proc.stdout)
-        fh.seek(0)
-        with tarfile.open(fileobj=fh) as tar:
-            tar.extractall(dest, filter="data")
+    blobs: list[tuple[str, str, str]] = []
+    for item in listing.stdout.split(b"\0"):
+        if not item:
+            continue
+        meta, _, path = item.partition(b"\t")
+        mode, kind, sha = meta.decode().split()
+        if kind == "blob" and mode in ("100644", "100755"):
+            blobs.append((sha, path.decode("utf-8", errors="surrogateescape"), mode))
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_ENV, GIT_AUTHOR_NAME="h", GIT_AUTHOR_EMAIL="h@localhost", GIT_COMMITTER_NAME="h",
+    env.update(GIT_ENV)
+    batch = subprocess.run(["git", f"--git-dir={git_dir}", "cat-file", "--batch"],
+                           input="".join(f"{sha}\n" for sha, _, _ in blobs).encode(), capture_output=True, env=env,
+                           check=False).stdout
+    pos = 0
+    for sha, rel, mode in blobs:
+        end = batch.index(b"\n", pos)
+        header = batch[pos:end].split()
+        pos = end + 1
+        if len(header) < 3 or header[1] == b"missing":
+            continue
+        size = int(header[2])
+        data = batch[pos:pos + size]
+        pos += size + 1
+        target = dest / rel
+        if ".." in Path(rel).parts or Path(rel).is_absolute():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        if mode == "100755":
+            target.chmod(0o755)
+    env.update(GIT_AUTHOR_NAME="h", GIT_AUTHOR_EMAIL="h@localhost", GIT_COMMITTER_NAME="h",
                GIT_COMMITTER_EMAIL="h@localhost")
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base", "--no-verify"]):
         subprocess.run(["git", *args], cwd=dest, capture_output=True, env=env, check=False)

@@ -109,7 +109,7 @@ def materialise(entry: Entry, mirror: Path, dest: Path) -> None:
                            input="".join(f"{sha}\n" for sha, _, _ in blobs).encode(), capture_output=True, env=env,
                            check=False).stdout
     pos = 0
-    for sha, rel, mode in blobs:
+    for _sha, rel, mode in blobs:
         end = batch.index(b"\n", pos)
         header = batch[pos:end].split()
         pos = end + 1

@@ -187,6 +187,20 @@ def hunks_markdown(entry: Entry, diff: bytes, audit: list[dict], label: str) -> 
     return "\n".join(lines) + "\n"
 
 
+PYTHON_FAMILIES = ("packages", "attention", "apex", "quantization", "fp8", "telemetry", "devices")
+
+
+def flags_markdown(entry: Entry, findings: list[dict]) -> str:
+    """Sites of the Python rewrite families that porter flags instead of fixing safely."""
+    lines = [f"# {entry.repo}@{entry.commit} — flagged sites", "",
+             "verdict per row: justified / not justified (a safe rewrite was provable) — reason", ""]
+    for f in sorted(findings, key=lambda x: (x["path"], x["line"])):
+        if f.get("family") in PYTHON_FAMILIES and f.get("fix") != "safe" and f.get("severity") != "info":
+            lines.append(f"- `{f['path']}:{f['line']}` {f['code']} {f.get('name', '')} ({f.get('fix')}): "
+                         f"{f['message']}")
+    return "\n".join(lines) + "\n"
+
+
 def check_tree(tree: Path, diff: bytes, out: Outcome) -> None:
     files = changed_python(diff)
     before = ruff_codes(tree, files)
@@ -243,6 +257,7 @@ def run_one(entry: Entry, mirror: Path, out_dir: Path, keep: bool) -> Outcome:
             check_tree(copy, diff, outcome)
             md.append(hunks_markdown(entry, diff, findings, label))
         (repo_out / "hunks.md").write_text("\n".join(md), encoding="utf-8")
+        (repo_out / "flags.md").write_text(flags_markdown(entry, findings), encoding="utf-8")
     except Exception as exc:  # one broken repository must not stop the table
         outcome.error = f"{type(exc).__name__}: {exc}"
     finally:

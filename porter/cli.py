@@ -485,6 +485,20 @@ def check(fmt: str, exit_zero: bool, include_benign: bool, **kw: Any) -> None:
 # -- apply ----------------------------------------------------------------------------------
 
 
+def _contained_dir(root: Path, directory: str) -> str:
+    """``directory`` as a '/'-separated path inside ``root``, refusing absolute paths, ``..`` and
+    symbolic links on the way (the target repository is not trusted)."""
+    parts = Path(directory).parts
+    if not parts or Path(directory).is_absolute() or ".." in parts:
+        raise click.UsageError(f"--emit-parity {directory!r} must be a relative folder inside the root")
+    here = root
+    for part in parts:
+        here = here / part
+        if here.is_symlink() or (here.exists() and not here.is_dir()):
+            raise click.UsageError(f"--emit-parity: {here} is a symbolic link or not a folder")
+    return "/".join(parts)
+
+
 @main.command()
 @common_options
 @click.option("--dry-run", "--diff", "dry_run", is_flag=True, help="Print the unified diff; write nothing.")
@@ -494,8 +508,11 @@ def check(fmt: str, exit_zero: bool, include_benign: bool, **kw: Any) -> None:
 @click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when any file was changed.")
 @click.option("--show-fixes", is_flag=True, help="List every fix applied.")
 @click.option("--annotate", is_flag=True, help="Write a `porter: CODE reason` comment above each flagged site.")
+@click.option("--emit-parity", "emit_parity", metavar="DIR",
+              help="Also write per-site parity tests of the rewrites to DIR (relative to the root), e.g. "
+              "tests/porter_parity.")
 def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit_non_zero_on_fix: bool,
-          show_fixes: bool, annotate: bool, **kw: Any) -> None:
+          show_fixes: bool, annotate: bool, emit_parity: str | None, **kw: Any) -> None:
     """Apply porter's fixes to PATHS (safe ones; --unsafe-fixes adds approximations)."""
 
     from . import reporters
@@ -528,6 +545,17 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
     if annotate:
         kw["annotate"] = True
     result, console = _run(kw, "fix", unsafe_fixes)
+    parity = None
+    if emit_parity is not None:
+        from .parity import parity_patch
+
+        parity = parity_patch(result, _contained_dir(result.root, emit_parity))
+        if parity is not None:
+            for change in parity.changes:  # a re-run replaces the module it wrote before
+                existing = result.root / change.path
+                if existing.is_file() and not existing.is_symlink():
+                    change.before = existing.read_bytes()
+            result.extra_patches.append(parity)
     series = result.series()
     changed = result.changed_files
     if dry_run:
@@ -543,6 +571,9 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
         written = write(result)
         if kw.get("verbose"):
             console.print(f"[dim]wrote {len(written)} file(s)[/dim]", highlight=False)
+        if parity is not None and not any(f.code == "PRT000" and f.path == parity.changes[0].path
+                                           for f in result.problems):
+            console.print(f"porter: wrote parity tests to {parity.changes[0].path}", markup=False)
     fixed = result.fixed
     if not dry_run and patch_dir is None:
         refused = {f.path for f in result.problems if f.code == "PRT000"}

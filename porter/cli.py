@@ -551,10 +551,15 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
 
         parity = parity_patch(result, _contained_dir(result.root, emit_parity))
         if parity is not None:
+            from dataclasses import replace as _replace
+
+            changes = []
             for change in parity.changes:  # a re-run replaces the module it wrote before
                 existing = result.root / change.path
                 if existing.is_file() and not existing.is_symlink():
-                    change.before = existing.read_bytes()
+                    change = _replace(change, before=existing.read_bytes())
+                changes.append(change)
+            parity.changes = changes
             result.extra_patches.append(parity)
     series = result.series()
     changed = result.changed_files

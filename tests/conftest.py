@@ -8,7 +8,6 @@ import pytest
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(os.environ.get("TMPDIR", "/tmp")) / "porter-inductor"))
 
 
-
 @pytest.fixture(autouse=True)
 def _user_cache_outside_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """porter's audit cache lives in the user's cache folder: never the real home during tests."""
@@ -34,6 +33,8 @@ SLOW_MODULES = frozenset({
     "test_hostile",
     "test_dependencies_roundtrip",
     "test_migrate",
+    "test_parity_emit",
+    "test_warp_emulator",
 })
 
 # single slow tests in otherwise quick modules (the example repository's own model runs)

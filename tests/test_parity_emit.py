@@ -175,3 +175,14 @@ def test_emit_parity_refuses_a_symlinked_folder(tmp_path: Path) -> None:
     proc = run_porter("apply", str(tree), *EXAMPLE_CONFIG, "--emit-parity", "tests/porter_parity")
     assert proc.returncode == 2
     assert not any(elsewhere.iterdir())
+
+
+def test_emit_parity_twice_replaces_its_module(tmp_path: Path) -> None:
+    tree = fresh_copy(EXAMPLE, tmp_path)
+    first = run_porter("apply", str(tree), *EXAMPLE_CONFIG, "--emit-parity", "tests/porter_parity")
+    assert first.returncode == 0, first.stderr.decode()
+    module = tree / PARITY
+    module.write_text(module.read_text() + "\n# edited by hand\n")
+    second = run_porter("apply", str(tree), *EXAMPLE_CONFIG, "--emit-parity", "tests/porter_parity")
+    assert second.returncode == 0, second.stderr.decode()
+    assert "# edited by hand" not in module.read_text()

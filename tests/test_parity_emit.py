@@ -177,12 +177,13 @@ def test_emit_parity_refuses_a_symlinked_folder(tmp_path: Path) -> None:
     assert not any(elsewhere.iterdir())
 
 
-def test_emit_parity_twice_replaces_its_module(tmp_path: Path) -> None:
+def test_emit_parity_replaces_an_existing_module(tmp_path: Path) -> None:
+    """Sources reverted and ported again: the module left from the first run is replaced, not an error."""
     tree = fresh_copy(EXAMPLE, tmp_path)
-    first = run_porter("apply", str(tree), *EXAMPLE_CONFIG, "--emit-parity", "tests/porter_parity")
-    assert first.returncode == 0, first.stderr.decode()
     module = tree / PARITY
-    module.write_text(module.read_text() + "\n# edited by hand\n")
-    second = run_porter("apply", str(tree), *EXAMPLE_CONFIG, "--emit-parity", "tests/porter_parity")
-    assert second.returncode == 0, second.stderr.decode()
-    assert "# edited by hand" not in module.read_text()
+    module.parent.mkdir(parents=True)
+    module.write_text("# an older parity module\n")
+    proc = run_porter("apply", str(tree), *EXAMPLE_CONFIG, "--emit-parity", "tests/porter_parity")
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "an older parity module" not in module.read_text()
+    assert "def test_porter_parity" in module.read_text()

@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import py_compile
+import re
 import shutil
 import subprocess
 import sys
@@ -244,16 +245,14 @@ def run_one(entry: Entry, mirror: Path, out_dir: Path, keep: bool) -> Outcome:
             dry = porter("apply", ".", "--dry-run", "--no-cache", *extra, cwd=base)
             diff = dry.stdout
             (repo_out / f"{label}.diff").write_bytes(diff)
+            match = re.search(rb"would fix (\d+) site", dry.stderr)
+            count = int(match.group(1)) if match else 0
             copy = work / label
             shutil.copytree(base, copy, symlinks=True)
-            probe = porter("apply", ".", "--no-cache", "--show-fixes", *extra, cwd=copy)
-            fixes = [ln for ln in probe.stderr.decode(errors="replace").splitlines() if ln.strip().startswith("fixed ")]
-            shutil.rmtree(copy)
-            shutil.copytree(base, copy, symlinks=True)
             if label == "safe":
-                outcome.safe_fixes, outcome.files_safe = len(fixes), len(changed_python(diff))
+                outcome.safe_fixes, outcome.files_safe = count, len(changed_python(diff))
             else:
-                outcome.unsafe_fixes, outcome.files_unsafe = len(fixes) - outcome.safe_fixes, len(changed_python(diff))
+                outcome.unsafe_fixes, outcome.files_unsafe = count - outcome.safe_fixes, len(changed_python(diff))
             check_tree(copy, diff, outcome)
             md.append(hunks_markdown(entry, diff, findings, label))
         (repo_out / "hunks.md").write_text("\n".join(md), encoding="utf-8")

@@ -330,7 +330,8 @@ def _finding_from_dict(d: dict[str, Any]) -> Finding:
 LOCK_NAMES = ("poetry.lock", "uv.lock", "Pipfile.lock", "pdm.lock")
 
 
-def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | None = None) -> RepoFacts:
+def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | None = None,
+                  tree: Sequence[SourceRef] | None = None) -> RepoFacts:
     """Pinned versions from the repo's manifests and lock files (read, never executed).
 
     The root's own manifests count even when only some files were named (pre-commit), so a
@@ -368,7 +369,37 @@ def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | No
     if settings is not None and settings.target_torch:
         pins["torch"] = f"=={settings.target_torch}"
     existing = frozenset(r.relpath for r in refs)
-    return RepoFacts(pins=pins, manifests=tuple(sorted(manifest_texts)), extra={"existing_files": existing})
+    extra: dict[str, object] = {"existing_files": existing}
+    # cross-file facts come from the whole tree (when known), so a file checked alone gets the
+    # same findings as in a full run
+    attention = _attention_facts(root, refs if tree is None else tree)
+    if attention is not None:
+        extra[attention[0]] = attention[1]
+    return RepoFacts(pins=pins, manifests=tuple(sorted(manifest_texts)), extra=extra)
+
+
+def _attention_facts(root: Path, refs: Sequence[SourceRef]) -> tuple[str, object] | None:
+    """Where the repo dispatches on Hugging Face's flash-attention string (read, never executed)."""
+    try:
+        from .codemods import _hf_attention as hf
+    except ImportError:  # pragma: no cover - during development
+        return None
+
+    def texts() -> Iterable[tuple[str, str]]:
+        for ref in refs:
+            if ref.language != languages.PYTHON:
+                continue
+            path = root / ref.relpath
+            try:
+                if path.is_symlink() or not path.is_file():
+                    continue
+                with open(path, "rb") as fh:
+                    data = fh.read(2 * 1024 * 1024)
+            except OSError:
+                continue
+            yield ref.relpath, data.decode("utf-8", "replace")
+
+    return hf.FACTS_KEY, hf.collect(texts())
 
 
 def _os_threads() -> int:
@@ -456,13 +487,17 @@ def run(
     registry.check_loaded()
     root = Path(os.path.abspath(root))
     found: Discovery = discover(root, list(paths), settings, force_exclude=force_exclude)
-    facts = collect_facts(root, found.files, settings)
+    whole = found.files
+    if [os.path.abspath(p) for p in paths] != [str(root)]:
+        whole = discover(root, [root], settings).files
+    facts = collect_facts(root, found.files, settings, tree=whole)
     jobs = settings.jobs if jobs is None else jobs
     cache_on = settings.cache if use_cache is None else use_cache
     cache = None
     if mode == "audit" and cache_on:
         key = hashlib.blake2b(
-            (settings.fingerprint() + repr(sorted(facts.pins.items()))).encode(), digest_size=8
+            (settings.fingerprint() + repr(sorted(facts.pins.items()))
+             + repr(facts.extra.get("hf_attention"))).encode(), digest_size=8
         ).hexdigest()
         cache = Cache(root / settings.cache_dir, key)
     phase1 = [r for r in found.files if not is_manifest(r)]

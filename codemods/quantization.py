@@ -240,9 +240,26 @@ def _strategy(ctx: PyContext) -> str:
     return value if value in STRATEGIES else "torchao"
 
 
+# Real module aliases: bitsandbytes/__init__.py does `from .optim import adam` and
+# `from .nn import modules`, so `bnb.adam.Adam8bit` and `bnb.modules.Linear8bitLt` are the same classes.
+BNB_MODULE_ALIASES = {"bitsandbytes.adam": "bitsandbytes.optim.adam",
+                      "bitsandbytes.modules": "bitsandbytes.nn.modules"}
+
+
+def bnb_canonical(qual: str) -> str:
+    """``bitsandbytes.adam.Adam8bit`` → ``bitsandbytes.optim.adam.Adam8bit`` (other names unchanged)."""
+    for alias, real in BNB_MODULE_ALIASES.items():
+        if qual == alias or qual.startswith(alias + "."):
+            return real + qual[len(alias):]
+    return qual
+
+
 def _bnb_name(qual: str | None, package: str) -> str | None:
     """``Adam8bit`` for ``bitsandbytes.optim.Adam8bit`` / ``bitsandbytes.optim.adam.Adam8bit``."""
-    if not qual or not qual.startswith(package + "."):
+    if not qual:
+        return None
+    qual = bnb_canonical(qual)
+    if not qual.startswith(package + "."):
         return None
     return qual.rsplit(".", 1)[-1]
 
@@ -257,6 +274,7 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
         self.pin = ctx.facts.pin("bitsandbytes")
         self._optim_seen: set[int] = set()
         self._called: set[int] = set()  # Call.func nodes (constructions are handled in visit_Call)
+        self._functions: list[cst.FunctionDef] = []  # enclosing function definitions
 
     # -- statement context ------------------------------------------------------------------
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
@@ -321,9 +339,51 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
         if isinstance(node.value, cst.Name) and id(node.value) not in self._called:
             self._reference(node.value, self.qualname(node.value))
 
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._functions.append(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._functions.pop()
+
     def visit_Assign(self, node: cst.Assign) -> None:
         if isinstance(node.value, cst.Name):
             self._reference(node.value, self.qualname(node.value))
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Subscript):
+            self._kwargs_switch(node, node.targets[0].target)
+
+    def _kwargs_switch(self, node: cst.Assign, target: cst.Subscript) -> None:
+        """`kwargs["load_in_8bit"] = True` ... `from_pretrained(..., **kwargs)`."""
+        from ._quant_kwargs import _key, dict_uses
+
+        key = _key(target)
+        if key not in ("load_in_8bit", "load_in_4bit") or is_literal(node.value, False, None):
+            return
+        head = (f"`{src(self.ctx, target)} = {src(self.ctx, node.value)}`: a bitsandbytes quantization switch "
+                f"stored in a kwargs dict; transformers v5 removed `{key}=` from from_pretrained")
+        problems: list[str] = []
+        if not is_literal(node.value, True):
+            problems.append("the value is not a literal True")
+        if not isinstance(target.value, cst.Name):
+            problems.append("the dict is not a local name")
+        elif not self._functions:
+            problems.append("the dict is not local to a function")
+        else:
+            problems += dict_uses(self._functions[-1], target.value.value).problems(key)
+        if problems:
+            self._flag(node, "PRT424", f"{head}; pass quantization_config=BitsAndBytesConfig({key}=True) instead; "
+                       "not rewritten because " + "; ".join(problems))
+            return
+        cfg, imports = reference(self.ctx, "transformers.BitsAndBytesConfig", style="from")
+        quote = '"'
+        sl = target.slice[0].slice
+        if isinstance(sl, cst.Index) and isinstance(sl.value, cst.SimpleString):
+            quote = sl.value.quote
+        self.report(node, "PRT424", f"{head} → `quantization_config={cfg}({key}=True)` in the same dict: the "
+                    "same bitsandbytes quantization (exact); the dict is local, filled by string keys and only "
+                    "splatted into from_pretrained",
+                    replacement=f"{src(self.ctx, target.value)}[{quote}quantization_config{quote}] = "
+                    f"{cfg}({key}=True)", fix=Applicability.SAFE, add_imports=imports,
+                    fix_title="store quantization_config=BitsAndBytesConfig(...)")
 
     def _reference(self, node: cst.BaseExpression, qual: str | None) -> None:
         """A bnb optimizer/module class used as a value (alias, class table, isinstance, base class)."""

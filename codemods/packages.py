@@ -219,9 +219,10 @@ RULES = tuple(
          "diffusers `enable_xformers_memory_efficient_attention()` needs xformers.",
          Category.SHIM, severity=Severity.WARNING, effort_hours=0.25,
          explanation="diffusers switches every attention processor to `XFormersAttnProcessor`, which imports "
-         "xformers (and raises when it is missing). On torch >= 2.0 diffusers already builds its models with "
-         "`AttnProcessor2_0`, i.e. `scaled_dot_product_attention`, which is memory-efficient and runs on "
-         "NVIDIA and AMD: drop the call (and the availability check around it). porter does not drop it "
+         "xformers (and raises when it is missing). With torch >= 2.0, diffusers releases since early 2023 "
+         "(PR #2303) already build their models with `AttnProcessor2_0`, i.e. `scaled_dot_product_attention`, "
+         "which is memory-efficient and runs on NVIDIA and AMD: drop the call (and the availability check "
+         "around it); older diffusers fall back to the plain, portable processor. porter does not drop it "
          "itself: processors set before the call (LoRA, IP-Adapter, custom) would be kept instead of being "
          "replaced by their xformers variants, and guards around the call usually raise when xformers is "
          "missing.",
@@ -505,8 +506,8 @@ class PackagesVisitor(PyVisitor):
         elif name != "enable_xformers_memory_efficient_attention":
             return
         self.report(node, "PRT033", f"diffusers `{name}` installs xformers attention processors (xformers is "
-                    "needed, and the call raises without it); on torch >= 2.0 diffusers already uses "
-                    "AttnProcessor2_0 (scaled_dot_product_attention, portable): drop the call and its "
+                    "needed, and the call raises without it); with torch >= 2.0, diffusers since early 2023 "
+                    "already uses AttnProcessor2_0 (scaled_dot_product_attention, portable): drop the call and its "
                     "xformers availability check, unless processors set before it (LoRA, IP-Adapter, "
                     "custom) relied on being swapped for their xformers variants", fix=Applicability.NONE)
 

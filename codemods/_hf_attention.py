@@ -138,6 +138,32 @@ def collect(files: Iterable[tuple[str, str]]) -> AttentionFacts:
     return out
 
 
+# transformers releases probed against a pin; "sdpa" and `attn_implementation=` arrived in 4.36
+_TRANSFORMERS = ("4.30.2", "4.33.3", "4.35.2", "4.36.2", "4.38.2", "4.41.2", "4.46.3", "4.51.3", "4.57.1", "5.0.0",
+                 "5.24.0")
+SDPA_SINCE = (4, 36)
+
+
+def transformers_admits_sdpa(spec: str | None) -> bool:
+    """Whether a transformers pin admits a release with ``attn_implementation="sdpa"`` (unknown: yes)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    text = (spec or "").strip()
+    if not text:
+        return True
+    if text.startswith("==") and "," not in text and "*" not in text:
+        try:
+            return Version(text.lstrip("=").strip()).release[:2] >= SDPA_SINCE
+        except InvalidVersion:
+            return True
+    try:
+        sset = SpecifierSet(text)
+    except InvalidSpecifier:
+        return True
+    return any(sset.contains(v, prereleases=True) for v in _TRANSFORMERS if Version(v).release[:2] >= SDPA_SINCE)
+
+
 def facts_for(extra: Mapping[str, object], relpath: str, text: str) -> AttentionFacts:
     """The repository's facts (when a run collected them) merged with this file's own."""
     repo = extra.get(FACTS_KEY)

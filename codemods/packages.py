@@ -451,6 +451,9 @@ class PackagesVisitor(PyVisitor):
     def _switch_blockers(self, call: cst.Call | None, *, flows: bool) -> list[str]:
         """Why switching the attention string here might not be exact (empty: it is)."""
         out = self._attn.blockers()
+        pin = self.ctx.facts.pin("transformers")
+        if not hf.transformers_admits_sdpa(pin):
+            out.append(f"the repo pins transformers `{pin}`; attn_implementation=\"sdpa\" needs transformers >= 4.36")
         if call is not None:
             trc = next((a for a in call.args if a.keyword is not None and a.keyword.value == "trust_remote_code"),
                        None)

@@ -64,3 +64,13 @@ def test_scan_reads_no_false_remote_code() -> None:
     assert facts.remote == ()
     facts = scan("m.py", "kw = {'trust_remote_code': True}\n    trust_remote_code: bool = field(default=True)\n")
     assert [s.line for s in facts.remote] == [1, 2]
+
+
+@pytest.mark.parametrize(("pin", "ok"), [
+    (None, True), ("", True), ("==4.35.2", False), ("==4.36.0", True), (">=4.30,<4.36", False),
+    (">=4.31", True), ("~=4.33.0", False), ("==4.*", True), ("<=4.34", False),
+])
+def test_transformers_pin_gate(pin: str | None, ok: bool) -> None:
+    from porter.codemods._hf_attention import transformers_admits_sdpa
+
+    assert transformers_admits_sdpa(pin) is ok

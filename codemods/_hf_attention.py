@@ -42,6 +42,10 @@ _KEYED = re.compile(
     rf"|\.get\(\s*{_FA2}|\bcase\s+{_FA2}"
     rf"|\.startswith\(\s*['\"]flash"
 )
+# a name other than an attn_implementation-like variable bound to the string: a constant porter does
+# not trace (it may key a table or a comparison elsewhere)
+_CONSTANT = re.compile(rf"^\s*(?P<name>[A-Za-z_]\w*)\s*(?::[^=\n]*)?=\s*{_FA2}\s*(?:#.*)?$")
+_IMPL_LIKE = re.compile(r"(?:^|_)attn_impl|attention_impl", re.IGNORECASE)
 _FA2_SUPPORT = re.compile(r"\b_supports_flash_attn(?:_2)?\s*=\s*True\b")
 _SDPA_SUPPORT = re.compile(r"\b_supports_sdpa\s*=\s*True\b")
 _REMOTE = re.compile(
@@ -66,7 +70,7 @@ class AttentionFacts:
     """Where the repository dispatches on, patches or redefines the flash-attention string."""
 
     tables: tuple[Site, ...] = ()  # attention-class tables and lookups keyed by the string
-    keyed: tuple[Site, ...] = ()  # comparisons and branches on the string
+    keyed: tuple[Site, ...] = ()  # comparisons and branches on the string, constants holding it
     fa2_only: tuple[Site, ...] = ()  # models that declare flash-attn support but not SDPA
     remote: tuple[Site, ...] = ()  # trust_remote_code that is not literally False
 
@@ -85,8 +89,8 @@ class AttentionFacts:
                        f"({_first(self.tables)}): a model there may map only eager/flash_attention_2 "
                        "(KeyError: 'sdpa'), and a patched flash entry would be bypassed")
         if self.keyed:
-            out.append(f"other code branches on the string ({_first(self.keyed)}), so the switch "
-                       "changes more than the kernel")
+            out.append(f"other code branches on the string or keeps it in a constant porter does not trace "
+                       f"({_first(self.keyed)}), so the switch may change more than the kernel")
         if self.fa2_only:
             out.append(f"a repository model declares flash-attn support but not SDPA "
                        f"({_first(self.fa2_only)}); transformers rejects \"sdpa\" for it")
@@ -113,10 +117,13 @@ def scan(relpath: str, text: str) -> AttentionFacts:
         shown = stripped if len(stripped) <= 80 else stripped[:77] + "..."
         site = Site(relpath, i, shown)
         if "flash_attention_2" in line or "ATTENTION_CLASSES" in line:
+            const = _CONSTANT.match(line)
             if _KEYED.search(line):
                 keyed.append(site)
             elif _TABLE.search(line):
                 tables.append(site)
+            elif const is not None and not _IMPL_LIKE.search(const.group("name")):
+                keyed.append(site)
         elif ".startswith(" in line and _KEYED.search(line):
             keyed.append(site)
         if "trust_remote_code" in line and _REMOTE.search(line):

@@ -22,6 +22,10 @@ import libcst as cst
 from ._quant_common import literal
 
 _LOADERS = {"from_pretrained", "from_config", "_from_config"}
+# from_pretrained kwargs transformers 4.x folded into BitsAndBytesConfig beside load_in_8bit/load_in_4bit
+BNB_OPTIONS = frozenset({"llm_int8_threshold", "llm_int8_skip_modules", "llm_int8_enable_fp32_cpu_offload",
+                         "llm_int8_has_fp16_weight", "bnb_4bit_compute_dtype", "bnb_4bit_quant_type",
+                         "bnb_4bit_use_double_quant", "bnb_4bit_quant_storage"})
 
 
 @dataclass
@@ -50,6 +54,10 @@ class DictUses:
             if sum(1 for a in call.args if a.star == "**") > 1:
                 out.append("the from_pretrained call splats another dict too")
                 break
+        moved = sorted(k for k in self.stores if k in BNB_OPTIONS)
+        if moved:
+            out.append(f"`{self.name}` also carries bitsandbytes options ({', '.join(moved)}) that transformers "
+                       "folded into the config only beside the kwarg: move them into BitsAndBytesConfig together")
         if "quantization_config" in self.stores:
             out.append(f"`{self.name}` also gets a quantization_config in this function (where both reach "
                        "from_pretrained, recent transformers 4.x reject the pair and a config that already says "

@@ -299,7 +299,7 @@ class PackagesVisitor(PyVisitor):
         self._in_import = 0
         self._attn = hf.facts_for(ctx.facts.extra, ctx.relpath, ctx.text)
         self._switch_seen: set[int] = set()  # 'flash_attention_2' literals already reported
-        self._impl_names: set[str] = set()  # names passed as attn_implementation=<name>
+        self._impl_names: dict[str, int] = {}  # names passed as attn_implementation=<name>, and how often
         self._fa2_assigns: list[tuple[str, cst.BaseExpression]] = []  # name = <'flash_attention_2' ...>
 
     # -- imports ------------------------------------------------------------------------
@@ -411,7 +411,7 @@ class PackagesVisitor(PyVisitor):
         if impl is not None:
             self._fa2_value(impl.value, call=node, flows=not _is_loader(node))
             if isinstance(impl.value, cst.Name):
-                self._impl_names.add(impl.value.value)
+                self._impl_names[impl.value.value] = self._impl_names.get(impl.value.value, 0) + 1
         legacy = keywords.get("use_flash_attention_2")
         if legacy is not None:
             self._legacy_switch(node, legacy, impl)
@@ -645,9 +645,23 @@ class PackagesVisitor(PyVisitor):
 
     def leave_Module(self, original_node: cst.Module) -> None:
         # `impl = "flash_attention_2" if flag else "eager"` ... `attn_implementation=impl`
+        stores: dict[str, int] = {}
+        for name, _ in self._fa2_assigns:
+            stores[name] = stores.get(name, 0) + 1
         for name, value in self._fa2_assigns:
-            if name in self._impl_names:
-                self._fa2_value(value, call=None, flows=True, where=f"`{name}` (passed as attn_implementation)")
+            if name not in self._impl_names:
+                continue
+            where = f"`{name}` (passed as attn_implementation)"
+            uses = len(re.findall(rf"(?<![\w.]){re.escape(name)}\b", self.ctx.text))
+            if uses != stores[name] + self._impl_names[name]:
+                for lit in _fa2_literals(value):
+                    if id(lit) not in self._switch_seen:
+                        self._switch_seen.add(id(lit))
+                        self.report(lit, "PRT030", f'{where} "flash_attention_2" needs flash-attn; not rewritten '
+                                    f'to "sdpa" because `{name}` is also used for something else in this file',
+                                    fix=Applicability.NONE)
+                continue
+            self._fa2_value(value, call=None, flows=True, where=where)
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
         if _string_value(node.key) == "attn_implementation":

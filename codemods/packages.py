@@ -508,11 +508,13 @@ class PackagesVisitor(PyVisitor):
                 return
         elif name != "enable_xformers_memory_efficient_attention":
             return
-        self.report(node, "PRT033", f"diffusers `{name}` installs xformers attention processors (xformers is "
-                    "needed, and the call raises without it); with torch >= 2.0, diffusers since early 2023 "
-                    "already uses AttnProcessor2_0 (scaled_dot_product_attention, portable): drop the call and its "
-                    "xformers availability check, unless processors set before it (LoRA, IP-Adapter, "
-                    "custom) relied on being swapped for their xformers variants", fix=Applicability.NONE)
+        self.report(node, "PRT033", f"`{name}` turns on xformers attention (diffusers installs "
+                    "XFormersAttnProcessor and raises without xformers; a project's own method of that name "
+                    "usually selects xformers.ops); with torch >= 2.0, diffusers since early 2023 already uses "
+                    "AttnProcessor2_0 (scaled_dot_product_attention, portable): drop the call and its xformers "
+                    "availability check, unless processors set before it (LoRA, IP-Adapter, custom) relied on "
+                    "being swapped for their xformers variants; a project model needs its SDPA path selected "
+                    "instead", fix=Applicability.NONE)
 
     def visit_Param(self, node: cst.Param) -> None:
         self._skip.add(id(node.name))

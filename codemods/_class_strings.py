@@ -40,7 +40,7 @@ def yaml_paths(text: str, package: str) -> Iterator[tuple[int, int, str]]:
     offset = 0
     for line in text.splitlines(keepends=True):
         body = line.rstrip("\r\n")
-        if package in body and not body.lstrip().startswith("#"):
+        if package in body and len(body) <= 2000 and not body.lstrip().startswith("#"):
             for m in _YAML_VALUE.finditer(body):
                 path = m.group("path")
                 if is_dotted_path(path, package):

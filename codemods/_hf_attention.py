@@ -34,11 +34,10 @@ _TABLE = re.compile(
     rf"|\[\s*{_FA2}\s*\]"  # a subscript (lookup or patch)
     rf"|\.register\(\s*{_FA2}"  # AttentionInterface.register("flash_attention_2", fn)
     r"|\b\w*ATTENTION_CLASSES\b"  # LLAMA_ATTENTION_CLASSES, ATTENTION_CLASSES
-    rf"|\bdict\([^#\n]*\bflash_attention_2\s*="
+    r"|\bflash_attention_2\s*=(?!=)"  # dict(flash_attention_2=...) (a keyword named like the string)
 )
 _KEYED = re.compile(
     rf"(?:==|!=)\s*{_FA2}|{_FA2}\s*(?:==|!=|(?:not\s+)?in\b)"
-    rf"|\bin\s*[(\[{{][^#\n]*{_FA2}"
     rf"|\.get\(\s*{_FA2}|\bcase\s+{_FA2}"
     rf"|\.startswith\(\s*['\"]flash"
 )
@@ -46,6 +45,9 @@ _KEYED = re.compile(
 # not trace (it may key a table or a comparison elsewhere)
 _CONSTANT = re.compile(rf"^\s*(?P<name>[A-Za-z_]\w*)\s*(?::[^=\n]*)?=\s*{_FA2}\s*(?:#.*)?$")
 _IMPL_LIKE = re.compile(r"(?:^|_)attn_impl|attention_impl", re.IGNORECASE)
+_LONG = 2000  # longer lines are not pattern-matched (bounded work on hostile input)
+_MEMBER = re.compile(r"\bin\s*[(\[{]")  # `x in ("sdpa", "flash_attention_2")`: checked with _FA2_AT
+_FA2_AT = re.compile(_FA2)
 _FA2_SUPPORT = re.compile(r"\b_supports_flash_attn(?:_2)?\s*=\s*True\b")
 _SDPA_SUPPORT = re.compile(r"\b_supports_sdpa\s*=\s*True\b")
 _REMOTE = re.compile(
@@ -116,9 +118,13 @@ def scan(relpath: str, text: str) -> AttentionFacts:
             continue
         shown = stripped if len(stripped) <= 80 else stripped[:77] + "..."
         site = Site(relpath, i, shown)
+        if len(line) > _LONG and ("flash_attention_2" in line or "trust_remote_code" in line):
+            tables.append(site)  # a huge (generated or minified) line is not pattern-matched: assume the worst
+            continue
         if "flash_attention_2" in line or "ATTENTION_CLASSES" in line:
             const = _CONSTANT.match(line)
-            if _KEYED.search(line):
+            member = _MEMBER.search(line)
+            if _KEYED.search(line) or member is not None and _FA2_AT.search(line, member.end()) is not None:
                 keyed.append(site)
             elif _TABLE.search(line):
                 tables.append(site)

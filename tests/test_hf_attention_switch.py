@@ -74,3 +74,31 @@ def test_transformers_pin_gate(pin: str | None, ok: bool) -> None:
     from porter.codemods._hf_attention import transformers_admits_sdpa
 
     assert transformers_admits_sdpa(pin) is ok
+
+
+@pytest.mark.parametrize(("line", "kind"), [
+    ('if impl in ("sdpa", "flash_attention_2"):', "keyed"),
+    ('ok = "flash_attention_2" in impls', "keyed"),
+    ('if cfg._attn_implementation == "flash_attention_2":', "keyed"),
+    ('FA = "flash_attention_2"', "keyed"),
+    ('T = {"eager": E, "flash_attention_2": F}', "tables"),
+    ('T = dict(eager=E, flash_attention_2=F)', "tables"),
+    ("LLAMA_ATTENTION_CLASSES['flash_attention_2'] = Packed", "tables"),
+    ('m = f(attn_implementation="flash_attention_2")', None),
+    ('m = f(attn_implementation="flash_attention_2" if a in (1, 2) else "eager")', None),
+    ('attn_impl = "flash_attention_2"', None),
+    ('# if impl == "flash_attention_2":', None),
+])
+def test_scan_classifies_lines(line: str, kind: str | None) -> None:
+    facts = scan("m.py", line + "\n")
+    got = "tables" if facts.tables else "keyed" if facts.keyed else None
+    assert got == kind
+
+
+def test_scan_is_bounded_on_hostile_lines() -> None:
+    import time
+
+    text = ("x = dict(" * 100 + "'flash_attention_2' in (a, b)\n") * 2000 + "y = [" + "dict(" * 300000 + "]\n"
+    start = time.perf_counter()
+    scan("m.py", text)
+    assert time.perf_counter() - start < 5

@@ -32,17 +32,18 @@ Design decisions:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-from porter.findings import Applicability, Category
-from porter.framework import Family, PyContext, PyVisitor, rule
+from porter.findings import Applicability, Category, Finding
+from porter.framework import Family, FileContext, PyContext, PyVisitor, rule
 from porter.pyimports import dotted
 
 from ._apex_args import MISSING, UNKNOWN, Bound, as_keyword, as_positional, atom, bind, kwarg, literal, pure, rebuild
+from ._class_strings import is_dotted_path, prefix_of, yaml_paths
 
 NAME = "apex"
 SAFE, UNSAFE, NONE = Applicability.SAFE, Applicability.UNSAFE, Applicability.NONE
@@ -209,6 +210,17 @@ RULES = (
          explanation="porter rewrites direct calls only, where it can bind the arguments. A reference that "
          "escapes (`norm_layer=FusedLayerNorm`, `cls = FusedAdam`) must be replaced by hand; the message "
          "names the torch equivalent and the default to write out."),
+    rule("PRT397", "apex-class-by-name", NAME,
+         "An apex class named by a string: a registry entry, a `startswith(\"apex\")` dispatch, a Hydra "
+         "`_target_` or Lightning `class_path` in a YAML config.",
+         Category.REPLACE, effort_hours=0.5,
+         explanation="The string is imported at run time (`hydra.utils.instantiate`, `importlib`, a project "
+         "registry), so it fails on ROCm like an import of apex, while name resolution never sees it. porter "
+         "reports it with the torch equivalent but does not rewrite it: the keyword arguments come from the "
+         "configuration, and the exact mapping needs them (FusedAdam's `weight_decay` default is 0.0, "
+         "AdamW's 0.01; `adam_w_mode=False` means Adam; `bias_correction=False` has no torch equivalent).",
+         example="```yaml\noptimizer:\n  _target_: apex.optimizers.FusedAdam  # reported\n  lr: 1e-4\n"
+         "  weight_decay: 0.0\n# port: _target_: torch.optim.AdamW, with weight_decay written out\n```"),
 )
 
 # -- API table --------------------------------------------------------------------------------
@@ -437,6 +449,7 @@ class ApexVisitor(PyVisitor):
                 return
 
     def visit_Call(self, node: cst.Call) -> None:
+        self._name_dispatch(node)
         func = node.func
         # SoftmaxCrossEntropyLoss.apply(...)
         if isinstance(func, cst.Attribute) and func.attr.value == "apply":
@@ -469,6 +482,34 @@ class ApexVisitor(PyVisitor):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self._skip.add(id(node.attr))
         self._reference(node)
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        """`"apex.optimizers.FusedAdam"` in a registry, a config dict or an instantiate target."""
+        try:
+            value = node.evaluated_value
+        except Exception:  # noqa: BLE001 - odd prefixes
+            return
+        if isinstance(value, str) and is_dotted_path(value, "apex"):
+            advice = class_by_name(value)
+            if advice is not None:
+                self.report(node, "PRT397", f"apex class named by a string ({value!r}): imported at run time, so "
+                            f"it fails where apex is missing; port the name and its arguments by hand: {advice}",
+                            fix=NONE, data={"qualname": value})
+
+    def _name_dispatch(self, node: cst.Call) -> None:
+        """`name.startswith("apex.")`: code that picks behaviour by an apex class name."""
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "startswith" and node.args:
+            first = node.args[0].value
+            if isinstance(first, cst.SimpleString):
+                try:
+                    value = first.evaluated_value
+                except Exception:  # noqa: BLE001
+                    return
+                if isinstance(value, str) and prefix_of(value, "apex"):
+                    self.report(node, "PRT397", f"dispatch on an apex class name (`{self._src(node)}`): the branch "
+                                "serves apex classes named by strings elsewhere (a registry or config); port by hand "
+                                "those names and this branch together", fix=NONE)
 
     def visit_Name(self, node: cst.Name) -> None:
         self._reference(node)
@@ -1095,6 +1136,29 @@ def _ident(key: str) -> str:
     return key.replace(".", "_")
 
 
+def class_by_name(qual: str) -> str | None:
+    """What a hand port of an apex API named by a string should use (None: not an apex API)."""
+    key = _API.get(qual)
+    if key is not None:
+        if key.startswith("amp."):
+            return "torch.autocast and torch.amp.GradScaler (see PRT330/PRT331)"
+        return _EQUIVALENT.get(key, "see the apex rules (porter rule PRT300-PRT353)")
+    for prefix, why in _NO_EQUIVALENT.items():
+        if qual == prefix or qual.startswith(prefix + "."):
+            return f"no portable 1:1 replacement: {why}"
+    return None
+
+
+def check_yaml(ctx: FileContext) -> Iterator[Finding]:
+    """Hydra `_target_:` / Lightning `class_path:` values (any YAML scalar) naming apex classes."""
+    for start, end, path in yaml_paths(ctx.text, "apex"):
+        advice = class_by_name(path)
+        if advice is not None:
+            yield ctx.finding("PRT397", f"apex class named in a config ({path}): instantiated at run time, so it "
+                              f"fails where apex is missing; port the target and its keys by hand: {advice}",
+                              start, end, data={"qualname": path})
+
+
 FAMILY = Family(
     name=NAME,
     title="apex → torch.optim, torch.nn norms, torch DDP and torch.amp",
@@ -1102,6 +1166,7 @@ FAMILY = Family(
     rules=RULES,
     tokens=("apex",),
     python=ApexVisitor,
+    checkers={"yaml": check_yaml},
     description="Replaces NVIDIA apex's fused optimizers, norms, parallel wrappers and contrib helpers by "
     "their torch equivalents where the math is the same, binding arguments by apex's signatures and "
     "writing every changed default (AdamW weight_decay, RMSNorm eps, functional-norm eps, ignore_index) "

@@ -145,6 +145,21 @@ RULES = (
          explanation="Portable. On ROCm, `benchmark=True` makes MIOpen search for the fastest kernels "
          "(first iterations are slow; `MIOPEN_FIND_MODE` tunes it); `deterministic=True` is honoured by "
          "MIOpen; `enabled=False` disables MIOpen."),
+    rule("PRT716", "nvfuser-flag", NAME,
+         "`torch._C._jit_set_nvfuser_enabled(...)` and other nvFuser switches of TorchScript.",
+         Category.SHIM, effort_hours=0.1,
+         explanation="nvFuser was NVIDIA's TorchScript fuser. It was never built for ROCm (old ROCm builds "
+         "reject the switch), and it has left TorchScript: in current PyTorch the call only warns "
+         "\"nvfuser is no longer supported in torch script\" and does nothing. Delete the call (and its "
+         "`_jit_set_nvfuser_*` siblings); use `torch.compile` for fusion. porter does not delete it itself: "
+         "the statement may be the only one of its block, and some code reads the returned previous state."),
+    rule("PRT717", "torchscript-fuser-flag", NAME,
+         "A TorchScript GPU fuser switch (`_jit_set_texpr_fuser_enabled`, `_jit_override_can_fuse_on_gpu`, "
+         "`_jit_set_fusion_strategy`).",
+         Category.BENIGN, severity=Severity.INFO, effort_hours=0.0,
+         explanation="These choose how TorchScript fuses graphs on the GPU: speed, not results. They exist "
+         "in ROCm builds too, but TorchScript is in maintenance mode and its GPU fusers generate kernels at run "
+         "time; measure on the AMD build, or move the model to `torch.compile`."),
     rule("PRT715", "cudnn-sdpa-backend", NAME, "cuDNN attention backend selected: not on ROCm.",
          Category.SHIM, severity=Severity.INFO, effort_hours=0.25,
          explanation="ROCm builds have no cuDNN SDPA backend; SDPA falls back to the flash (AOTriton/CK), "
@@ -606,6 +621,14 @@ class DevicesVisitor(PyVisitor):
             self._seen_version.add(id(node.func.value))
             self.report(node, "PRT702", f"{self.code(node)} raises AttributeError on ROCm builds "
                         "(torch.version.cuda is None)", fix=NONE, severity=Severity.ERROR)
+        elif q is not None and q.startswith("torch._C.") and _NVFUSER.match(q[len("torch._C."):]):
+            self.report(node, "PRT716", f"{self.code(node.func)}: nvFuser was never built for ROCm and has left "
+                        "TorchScript (current PyTorch only warns and does nothing); delete the call, and use "
+                        "torch.compile for fusion", fix=NONE)
+        elif q is not None and q.startswith("torch._C.") and q[len("torch._C."):] in _TS_FUSER:
+            self.report(node, "PRT717", f"{self.code(node.func)}: a TorchScript fuser setting (speed "
+                        "only); it exists on ROCm builds, but TorchScript is in maintenance mode: measure there or "
+                        "move to torch.compile", fix=NONE)
         elif q == "torch.backends.cudnn.version":
             self.report(node, "PRT712", "torch.backends.cudnn.version() is the MIOpen version on ROCm; "
                         "comparisons with cuDNN version numbers mean nothing there", fix=NONE)
@@ -639,6 +662,11 @@ class DevicesVisitor(PyVisitor):
                 self.report(t.target, "PRT713", f"cudnn.{attr} kept: on ROCm {meaning}", fix=NONE)
 
 
+_NVFUSER = re.compile(r"_jit_set_nvfuser_\w+$|_jit_nvfuser_\w+$|_nvfuser\w*$")
+_TS_FUSER = {"_jit_set_texpr_fuser_enabled", "_jit_override_can_fuse_on_gpu", "_jit_set_texpr_reductions_enabled",
+             "_jit_set_fusion_strategy"}
+
+
 def _str(node: cst.BaseExpression) -> str | None:
     if isinstance(node, cst.SimpleString):
         try:
@@ -655,7 +683,7 @@ FAMILY = Family(
     order=60,
     rules=RULES,
     tokens=("get_device_capability", "get_device_properties", "get_device_name", "version.cuda",
-            "allow_tf32", "cudnn", "CUDNN_ATTENTION"),
+            "allow_tf32", "cudnn", "CUDNN_ATTENTION", "_jit_", "nvfuser"),
     python=DevicesVisitor,
     description="Replaces compute-capability gates that name the feature they gate (bf16, fp8, tf32) with "
     "the capability module's `supports_*()` functions, which are right on NVIDIA and AMD, and adds that "

@@ -17,6 +17,8 @@ from porter.findings import Applicability, Category, Severity
 from porter.framework import Family, PyContext, PyVisitor, rule
 from porter.pyimports import dotted
 
+from . import _hf_attention as hf
+
 NAME = "packages"
 
 
@@ -186,7 +188,16 @@ RULES = tuple(
          Category.SHIM, severity=Severity.WARNING, fix=Applicability.SAFE, effort_hours=0.25,
          explanation="transformers' `\"sdpa\"` implementation computes the same attention through "
          "`torch.nn.functional.scaled_dot_product_attention`, which has kernels on NVIDIA and AMD. "
-         "The rewrite only changes the string; outputs agree up to floating-point rounding.",
+         "The rewrite only changes the string; outputs agree up to floating-point rounding.\n\n"
+         "That holds only when the string reaches an upstream transformers model, so porter rewrites it "
+         "only when nothing in the repository says otherwise; each of these turns the fix into a report "
+         "with the reason: an attention-class table or patch keyed by the string (`*_ATTENTION_CLASSES`, "
+         "a dict or subscript keyed by `\"flash_attention_2\"`: the repo's own model may map only "
+         "eager/flash_attention_2, and a patched flash entry would be bypassed), code that compares "
+         "against the string, a repository model declaring flash-attn support without SDPA, and Hub "
+         "remote code (`trust_remote_code`) on the call, or anywhere in the repository when the value "
+         "flows through a variable, a config attribute, `**kwargs` or a project function. A conditional "
+         "value (`\"flash_attention_2\" if use_flash else \"eager\"`) has its flash branch rewritten.",
          example='```python\nmodel = AutoModel.from_pretrained(name, attn_implementation="flash_attention_2")\n'
          '# becomes\nmodel = AutoModel.from_pretrained(name, attn_implementation="sdpa")\n```'),
     rule("PRT031", "hf-use-flash-attention-2", NAME,
@@ -196,6 +207,26 @@ RULES = tuple(
          "SDPA). When the value is not a literal `True` porter only reports the site.",
          example='```python\nAutoModel.from_pretrained(name, use_flash_attention_2=True)\n'
          '# becomes\nAutoModel.from_pretrained(name, attn_implementation="sdpa")\n```'),
+    rule("PRT032", "flash-attention-switch", NAME,
+         "A project switch that turns on a flash-attn code path (`use_flash_attn=True`, "
+         "`use_flash_attention_2=True` passed to a project function, a `True` default).",
+         Category.SHIM, severity=Severity.INFO, effort_hours=0.25,
+         explanation="The switch is plumbing: the code it selects needs flash-attn (or, through Hugging "
+         "Face, `attn_implementation=\"flash_attention_2\"`). porter cannot see what the project does with "
+         "it, so it reports the switch where it is turned on: on ROCm turn it off, select `\"sdpa\"` where "
+         "the value reaches transformers, or install AMD's flash-attn build."),
+    rule("PRT033", "diffusers-xformers-attention", NAME,
+         "diffusers `enable_xformers_memory_efficient_attention()` needs xformers.",
+         Category.SHIM, severity=Severity.WARNING, effort_hours=0.25,
+         explanation="diffusers switches every attention processor to `XFormersAttnProcessor`, which imports "
+         "xformers (and raises when it is missing). With torch >= 2.0, diffusers releases since early 2023 "
+         "(PR #2303) already build their models with `AttnProcessor2_0`, i.e. `scaled_dot_product_attention`, "
+         "which is memory-efficient and runs on NVIDIA and AMD: drop the call (and the availability check "
+         "around it); older diffusers fall back to the plain, portable processor. porter does not drop it "
+         "itself: processors set before the call (LoRA, IP-Adapter, custom) would be kept instead of being "
+         "replaced by their xformers variants, and guards around the call usually raise when xformers is "
+         "missing.",
+         example="```python\nunet.enable_xformers_memory_efficient_attention()  # reported\n```"),
 )
 
 _FA2_VALUES = {"flash_attention_2"}
@@ -266,6 +297,10 @@ class PackagesVisitor(PyVisitor):
         super().__init__(ctx)
         self._skip: set[int] = set()  # Name/Attribute nodes that are not references
         self._in_import = 0
+        self._attn = hf.facts_for(ctx.facts.extra, ctx.relpath, ctx.text)
+        self._switch_seen: set[int] = set()  # 'flash_attention_2' literals already reported
+        self._impl_names: dict[str, int] = {}  # names passed as attn_implementation=<name>, and how often
+        self._fa2_assigns: list[tuple[str, cst.BaseExpression]] = []  # name = <'flash_attention_2' ...>
 
     # -- imports ------------------------------------------------------------------------
     def visit_Import(self, node: cst.Import) -> None:
@@ -349,9 +384,6 @@ class PackagesVisitor(PyVisitor):
         if node.keyword is not None:
             self._skip.add(id(node.keyword))
 
-    def visit_Param(self, node: cst.Param) -> None:
-        self._skip.add(id(node.name))
-
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
         if isinstance(node.target, cst.Name):  # `bnb = None` in a fallback is not a use
             self._skip.add(id(node.target))
@@ -373,32 +405,142 @@ class PackagesVisitor(PyVisitor):
     # -- Hugging Face switches ----------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
         self._dynamic_import(node)
+        self._xformers_switch(node)
         keywords = {a.keyword.value: a for a in node.args if a.keyword is not None}
         impl = keywords.get("attn_implementation")
         if impl is not None:
-            value = _string_value(impl.value)
-            if value in _FA2_VALUES and isinstance(impl.value, cst.SimpleString):
-                self.report(impl.value, "PRT030",
-                            'attn_implementation="flash_attention_2" needs flash-attn; "sdpa" is portable',
-                            replacement=_requote(impl.value, "sdpa"), fix=Applicability.SAFE,
-                            fix_title='use attn_implementation="sdpa"')
+            self._fa2_value(impl.value, call=node, flows=not _is_loader(node))
+            if isinstance(impl.value, cst.Name):
+                self._impl_names[impl.value.value] = self._impl_names.get(impl.value.value, 0) + 1
         legacy = keywords.get("use_flash_attention_2")
         if legacy is not None:
-            val = legacy.value
-            if isinstance(val, cst.Name) and val.value == "False":
+            self._legacy_switch(node, legacy, impl)
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value != "use_flash_attention_2" and \
+                    _SWITCH_NAME.match(arg.keyword.value) and _is_true(arg.value):
+                self._plumbing(arg, f"`{arg.keyword.value}=True` passed to `{self.code(node.func)}`")
+
+    def _legacy_switch(self, node: cst.Call, legacy: cst.Arg, impl: cst.Arg | None) -> None:
+        val = legacy.value
+        if isinstance(val, cst.Name) and val.value == "False":
+            return
+        if not _is_loader(node):
+            self._plumbing(legacy, f"`use_flash_attention_2={self.code(val)}` passed to `{self.code(node.func)}`, "
+                           "not to a transformers from_pretrained/from_config (renaming the keyword would break "
+                           "the call)")
+            return
+        if isinstance(val, cst.Name) and val.value == "True" and impl is None:
+            blockers = self._switch_blockers(node, flows=False)
+            if blockers:
+                self.report(legacy, "PRT031", "use_flash_attention_2=True needs flash-attn; not rewritten to "
+                            'attn_implementation="sdpa" because ' + "; ".join(blockers), fix=Applicability.NONE)
                 return
-            if isinstance(val, cst.Name) and val.value == "True" and impl is None:
-                self.report(legacy, "PRT031",
-                            'use_flash_attention_2=True needs flash-attn; use attn_implementation="sdpa"',
-                            replacement=legacy.with_changes(
-                                keyword=cst.Name("attn_implementation"),
-                                value=cst.SimpleString('"sdpa"')),
-                            fix=Applicability.SAFE, fix_title='use attn_implementation="sdpa"')
-            else:
-                reason = ("attn_implementation is also given" if impl is not None
-                          else "its value is not a literal True")
-                self.report(legacy, "PRT031", f"use_flash_attention_2 needs flash-attn; not rewritten "
-                            f"because {reason}", fix=Applicability.NONE)
+            self.report(legacy, "PRT031",
+                        'use_flash_attention_2=True needs flash-attn; use attn_implementation="sdpa" (nothing in '
+                        "the repository dispatches on the attention string, and the call loads no remote code)",
+                        replacement=legacy.with_changes(
+                            keyword=cst.Name("attn_implementation"),
+                            value=cst.SimpleString('"sdpa"')),
+                        fix=Applicability.SAFE, fix_title='use attn_implementation="sdpa"')
+        else:
+            reason = ("attn_implementation is also given" if impl is not None
+                      else "its value is not a literal True")
+            self.report(legacy, "PRT031", f"use_flash_attention_2 needs flash-attn; not rewritten "
+                        f"because {reason}", fix=Applicability.NONE)
+
+    def _switch_blockers(self, call: cst.Call | None, *, flows: bool) -> list[str]:
+        """Why switching the attention string here might not be exact (empty: it is)."""
+        out = self._attn.blockers()
+        pin = self.ctx.facts.pin("transformers")
+        if not hf.transformers_admits_sdpa(pin):
+            out.append(f"the repo pins transformers `{pin}`; attn_implementation=\"sdpa\" needs transformers >= 4.36")
+        if call is not None:
+            trc = next((a for a in call.args if a.keyword is not None and a.keyword.value == "trust_remote_code"),
+                       None)
+            if trc is not None and not (isinstance(trc.value, cst.Name) and trc.value.value in ("False", "None")):
+                out.append(f"the call loads Hub remote code (`trust_remote_code={self.code(trc.value)}`), whose "
+                           "attention classes porter cannot read")
+                return out
+            if any(a.star == "**" for a in call.args):
+                flows = True
+        if flows and self._attn.remote:
+            site = self._attn.remote[0].show()
+            out.append(f"the value flows through a variable, config attribute, **kwargs or project function, and "
+                       f"the repository loads Hub remote code ({site}), whose attention classes porter cannot "
+                       "read")
+        return out
+
+    def _fa2_value(self, value: cst.BaseExpression, *, call: cst.Call | None, flows: bool,
+                   where: str = "attn_implementation") -> None:
+        """Report every 'flash_attention_2' literal that ``value`` can evaluate to."""
+        literals = _fa2_literals(value)
+        if not literals:
+            return
+        blockers = self._switch_blockers(call, flows=flows)
+        cond = " (the flash branch of a conditional)" if not isinstance(value, cst.SimpleString) else ""
+        for lit in literals:
+            if id(lit) in self._switch_seen:
+                continue
+            self._switch_seen.add(id(lit))
+            if blockers:
+                self.report(lit, "PRT030", f'{where} "flash_attention_2"{cond} needs flash-attn; not rewritten '
+                            'to "sdpa" because ' + "; ".join(blockers), fix=Applicability.NONE)
+                continue
+            self.report(lit, "PRT030", f'{where} "flash_attention_2"{cond} needs flash-attn; "sdpa" is portable '
+                        "(nothing in the repository dispatches on, patches or redefines the attention string, "
+                        "and no remote code is loaded on its path)",
+                        replacement=_requote(lit, "sdpa"), fix=Applicability.SAFE,
+                        fix_title='use attn_implementation="sdpa"')
+
+    def _plumbing(self, node: cst.CSTNode, what: str) -> None:
+        self.report(node, "PRT032", f"{what}: a switch that turns on a flash-attn code path; on ROCm turn it off, "
+                    'pass attn_implementation="sdpa" where it reaches transformers, or install AMD\'s flash-attn '
+                    "build", fix=Applicability.NONE)
+
+    def _xformers_switch(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute):
+            return
+        name = func.attr.value
+        if name == "set_use_memory_efficient_attention_xformers":
+            first = node.args[0].value if node.args else None
+            if first is None or _is_false(first):
+                return
+        elif name != "enable_xformers_memory_efficient_attention":
+            return
+        self.report(node, "PRT033", f"`{name}` turns on xformers attention (diffusers installs "
+                    "XFormersAttnProcessor and raises without xformers; a project's own method of that name "
+                    "usually selects xformers.ops); with torch >= 2.0, diffusers since early 2023 already uses "
+                    "AttnProcessor2_0 (scaled_dot_product_attention, portable): drop the call and its xformers "
+                    "availability check, unless processors set before it (LoRA, IP-Adapter, custom) relied on "
+                    "being swapped for their xformers variants; a project model needs its SDPA path selected "
+                    "instead", fix=Applicability.NONE)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self._skip.add(id(node.name))
+        if node.default is None:
+            return
+        name = node.name.value
+        if _IMPL_NAME.search(name):
+            self._fa2_value(node.default, call=None, flows=True, where=f"parameter `{name}` default")
+        elif _SWITCH_NAME.match(name) and _is_true(node.default):
+            self._plumbing(node, f"parameter `{name}` defaults to True")
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is None or not isinstance(node.target, cst.Name):
+            return
+        name = node.target.value
+        value = node.value
+        if isinstance(value, cst.Call) and (dotted(value.func) or "").rsplit(".", 1)[-1] == "field":
+            default = next((a.value for a in value.args if a.keyword is not None
+                            and a.keyword.value == "default"), None)
+            if default is None:
+                return
+            value = default
+        if _IMPL_NAME.search(name):
+            self._fa2_value(value, call=None, flows=True, where=f"`{name}`")
+        elif _SWITCH_NAME.match(name) and _is_true(value):
+            self._plumbing(node, f"`{name}` defaults to True")
 
     def _dynamic_import(self, node: cst.Call) -> None:
         func = node.func
@@ -484,7 +626,7 @@ class PackagesVisitor(PyVisitor):
                             data={"package": pkg.dist, "name": b.local})
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        if not isinstance(node.value, cst.SimpleString) or _string_value(node.value) not in _FA2_VALUES:
+        if not _fa2_literals(node.value):
             return
         for t in node.targets:
             target = t.target
@@ -495,20 +637,66 @@ class PackagesVisitor(PyVisitor):
                 key = _string_value(target.slice[0].slice.value)
             elif isinstance(target, cst.Attribute):
                 key = target.attr.value.lstrip("_")
+            elif isinstance(target, cst.Name) and _IMPL_NAME.search(target.value):
+                key = "attn_implementation"
+            elif isinstance(target, cst.Name):
+                self._fa2_assigns.append((target.value, node.value))
             if key == "attn_implementation":
-                self.report(node.value, "PRT030",
-                            'attn_implementation "flash_attention_2" needs flash-attn; "sdpa" is portable',
-                            replacement=_requote(node.value, "sdpa"), fix=Applicability.SAFE,
-                            fix_title='use "sdpa"')
+                self._fa2_value(node.value, call=None, flows=True, where=f"`{self.code(target)}`")
                 return
 
+    def leave_Module(self, original_node: cst.Module) -> None:
+        # `impl = "flash_attention_2" if flag else "eager"` ... `attn_implementation=impl`
+        stores: dict[str, int] = {}
+        for name, _ in self._fa2_assigns:
+            stores[name] = stores.get(name, 0) + 1
+        for name, value in self._fa2_assigns:
+            if name not in self._impl_names:
+                continue
+            where = f"`{name}` (passed as attn_implementation)"
+            uses = len(re.findall(rf"(?<![\w.]){re.escape(name)}\b", self.ctx.text))
+            if uses != stores[name] + self._impl_names[name]:
+                for lit in _fa2_literals(value):
+                    if id(lit) not in self._switch_seen:
+                        self._switch_seen.add(id(lit))
+                        self.report(lit, "PRT030", f'{where} "flash_attention_2" needs flash-attn; not rewritten '
+                                    f'to "sdpa" because `{name}` is also used for something else in this file',
+                                    fix=Applicability.NONE)
+                continue
+            self._fa2_value(value, call=None, flows=True, where=where)
+
     def visit_DictElement(self, node: cst.DictElement) -> None:
-        if _string_value(node.key) == "attn_implementation" and isinstance(node.value, cst.SimpleString):
-            if _string_value(node.value) in _FA2_VALUES:
-                self.report(node.value, "PRT030",
-                            'attn_implementation "flash_attention_2" needs flash-attn; "sdpa" is portable',
-                            replacement=_requote(node.value, "sdpa"), fix=Applicability.SAFE,
-                            fix_title='use "sdpa"')
+        if _string_value(node.key) == "attn_implementation":
+            self._fa2_value(node.value, call=None, flows=True, where='"attn_implementation" entry')
+
+
+_LOADERS = {"from_pretrained", "from_config", "_from_config"}
+# project switch names that turn on a flash-attn path
+_SWITCH_NAME = re.compile(r"^(?:use_|enable_)?flash_?attn(?:_?2)?$|^(?:use_|enable_)flash_attention(?:_?2)?$")
+_IMPL_NAME = re.compile(r"(?:^|_)attn_impl|attention_impl", re.IGNORECASE)
+
+
+def _is_loader(call: cst.Call) -> bool:
+    func = call.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    return name in _LOADERS
+
+
+def _is_true(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+def _is_false(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value in ("False", "None")
+
+
+def _fa2_literals(node: cst.BaseExpression) -> list[cst.SimpleString]:
+    """The 'flash_attention_2' literals ``node`` evaluates to (itself, or a conditional's branches)."""
+    if isinstance(node, cst.SimpleString):
+        return [node] if _string_value(node) in _FA2_VALUES else []
+    if isinstance(node, cst.IfExp):
+        return _fa2_literals(node.body) + _fa2_literals(node.orelse)
+    return []
 
 
 FAMILY = Family(

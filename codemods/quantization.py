@@ -21,13 +21,15 @@ bitsandbytes (ROCm-capable from 0.50) and turns the torchao rewrites into pin ad
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
-from porter.findings import Applicability, Category, Edit, Severity
-from porter.framework import Family, PyContext, PyVisitor, rule
+from porter.findings import Applicability, Category, Edit, Finding, Severity
+from porter.framework import Family, FileContext, PyContext, PyVisitor, rule
 
+from ._class_strings import is_dotted_path, prefix_of, yaml_paths
 from ._quant_common import (
     UNKNOWN,
     Bound,
@@ -213,6 +215,35 @@ RULES = (
          "dtype; with weight decay bnb's GPU kernel decays after the update, see PRT400): unsafe fixes, "
          "applied only where the string is the value of `optim=` or the default of an `optim` field/option. "
          "Lion, AdEMAMix and bnb RMSprop have no torch equivalent: keep bitsandbytes>=0.50."),
+    rule("PRT426", "bnb-class-by-name", NAME,
+         "A bitsandbytes class named by a string: a registry entry, a `startswith(\"bitsandbytes\")` dispatch, "
+         "a Hydra `_target_` or Lightning `class_path` in a YAML config.",
+         Category.REPLACE, effort_hours=0.5,
+         explanation="The string is imported at run time, so it needs bitsandbytes like an import does, while "
+         "name resolution never sees it. porter reports it with the portable class but does not rewrite it: "
+         "the keyword arguments come from the configuration, and the mapping depends on them (bnb Adam decays "
+         "decoupled, so `weight_decay > 0` means AdamW; 8-bit state maps only approximately to torchao)."),
+    rule("PRT427", "peft-kbit-preparation", NAME,
+         "peft `prepare_model_for_kbit_training` / `prepare_model_for_int8_training`: written for a "
+         "bitsandbytes-quantized model.",
+         Category.SHIM, severity=Severity.INFO, effort_hours=0.25,
+         explanation="Both cast the non-quantized parameters to fp32 and enable gradient checkpointing and input "
+         "gradients, on the assumption that the model was loaded with `load_in_8bit`/`load_in_4bit` "
+         "(bitsandbytes). `prepare_model_for_int8_training` was deprecated and then removed from peft (use "
+         "`prepare_model_for_kbit_training`; its old signature took `output_embedding_layer_name` and "
+         "`layer_norm_names`). On ROCm keep bitsandbytes>=0.50, or, when the model is no longer quantized, "
+         "replace the call by `model.gradient_checkpointing_enable()` plus `model.enable_input_require_grads()` "
+         "and decide about the fp32 upcast (it changes memory use and numerics)."),
+    rule("PRT415", "bnb-module-swap", NAME,
+         "A hand-written helper that walks a model and swaps `nn.Linear` children for bitsandbytes layers.",
+         Category.REPLACE, effort_hours=1.0,
+         explanation="The helper builds `bnb.nn.Linear8bitLt`/`Linear4bit` layers (often with `Int8Params`/"
+         "`Params4bit` weights) and `setattr`s them into the model. Port the whole helper, not its calls: "
+         "build the model with `torch.nn.Linear` and quantize it once with "
+         "`torchao.quantization.quantize_(model, Int8WeightOnlyConfig(), filter_fn=...)` (per-row int8 "
+         "weights, no LLM.int8 outlier path: an approximation), or keep bitsandbytes>=0.50 on ROCm. porter "
+         "never rewrites a layer inside such a helper: replacing one class while the helper still assigns "
+         "bitsandbytes parameters would leave a half-ported, still bnb-dependent module."),
     rule("PRT421", "hf-bitsandbytes-config", NAME,
          "transformers `BitsAndBytesConfig`: 8-bit maps to TorchAoConfig(Int8WeightOnlyConfig()) (approx).",
          Category.REPLACE, fix=Applicability.UNSAFE, effort_hours=1.0,
@@ -240,9 +271,26 @@ def _strategy(ctx: PyContext) -> str:
     return value if value in STRATEGIES else "torchao"
 
 
+# Real module aliases: bitsandbytes/__init__.py does `from .optim import adam` and
+# `from .nn import modules`, so `bnb.adam.Adam8bit` and `bnb.modules.Linear8bitLt` are the same classes.
+BNB_MODULE_ALIASES = {"bitsandbytes.adam": "bitsandbytes.optim.adam",
+                      "bitsandbytes.modules": "bitsandbytes.nn.modules"}
+
+
+def bnb_canonical(qual: str) -> str:
+    """``bitsandbytes.adam.Adam8bit`` → ``bitsandbytes.optim.adam.Adam8bit`` (other names unchanged)."""
+    for alias, real in BNB_MODULE_ALIASES.items():
+        if qual == alias or qual.startswith(alias + "."):
+            return real + qual[len(alias):]
+    return qual
+
+
 def _bnb_name(qual: str | None, package: str) -> str | None:
     """``Adam8bit`` for ``bitsandbytes.optim.Adam8bit`` / ``bitsandbytes.optim.adam.Adam8bit``."""
-    if not qual or not qual.startswith(package + "."):
+    if not qual:
+        return None
+    qual = bnb_canonical(qual)
+    if not qual.startswith(package + "."):
         return None
     return qual.rsplit(".", 1)[-1]
 
@@ -257,6 +305,8 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
         self.pin = ctx.facts.pin("bitsandbytes")
         self._optim_seen: set[int] = set()
         self._called: set[int] = set()  # Call.func nodes (constructions are handled in visit_Call)
+        self._functions: list[cst.FunctionDef] = []  # enclosing function definitions
+        self._swaps: set[int] = set()  # swap helpers already reported
 
     # -- statement context ------------------------------------------------------------------
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
@@ -279,7 +329,11 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
     def visit_Call(self, node: cst.Call) -> None:
         self._called.add(id(node.func))
         self._hf_optim_names(node)
+        self._name_dispatch(node)
         qual = self.qualname(node.func)
+        if qual and qual.startswith("peft.") and qual.rsplit(".", 1)[-1] in PEFT_KBIT:
+            self._peft(node, qual.rsplit(".", 1)[-1])
+            return
         name = _bnb_name(qual, "bitsandbytes.optim")
         if name is not None:
             self._optimizer(node, name)
@@ -321,9 +375,51 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
         if isinstance(node.value, cst.Name) and id(node.value) not in self._called:
             self._reference(node.value, self.qualname(node.value))
 
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._functions.append(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._functions.pop()
+
     def visit_Assign(self, node: cst.Assign) -> None:
         if isinstance(node.value, cst.Name):
             self._reference(node.value, self.qualname(node.value))
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Subscript):
+            self._kwargs_switch(node, node.targets[0].target)
+
+    def _kwargs_switch(self, node: cst.Assign, target: cst.Subscript) -> None:
+        """`kwargs["load_in_8bit"] = True` ... `from_pretrained(..., **kwargs)`."""
+        from ._quant_kwargs import _key, dict_uses
+
+        key = _key(target)
+        if key not in ("load_in_8bit", "load_in_4bit") or is_literal(node.value, False, None):
+            return
+        head = (f"`{src(self.ctx, target)} = {src(self.ctx, node.value)}`: a bitsandbytes quantization switch "
+                f"stored in a kwargs dict; transformers v5 removed `{key}=` from from_pretrained")
+        problems: list[str] = []
+        if not is_literal(node.value, True):
+            problems.append("the value is not a literal True")
+        if not isinstance(target.value, cst.Name):
+            problems.append("the dict is not a local name")
+        elif not self._functions:
+            problems.append("the dict is not local to a function")
+        else:
+            problems += dict_uses(self._functions[-1], target.value.value).problems(key)
+        if problems:
+            self._flag(node, "PRT424", f"{head}; pass quantization_config=BitsAndBytesConfig({key}=True) instead; "
+                       "not rewritten because " + "; ".join(problems))
+            return
+        cfg, imports = reference(self.ctx, "transformers.BitsAndBytesConfig", style="from")
+        quote = '"'
+        sl = target.slice[0].slice
+        if isinstance(sl, cst.Index) and isinstance(sl.value, cst.SimpleString):
+            quote = sl.value.quote
+        self.report(node, "PRT424", f"{head} → `quantization_config={cfg}({key}=True)` in the same dict: the "
+                    "same bitsandbytes quantization (exact); the dict is local, filled by string keys and only "
+                    "splatted into from_pretrained",
+                    replacement=f"{src(self.ctx, target.value)}[{quote}quantization_config{quote}] = "
+                    f"{cfg}({key}=True)", fix=Applicability.SAFE, add_imports=imports,
+                    fix_title="store quantization_config=BitsAndBytesConfig(...)")
 
     def _reference(self, node: cst.BaseExpression, qual: str | None) -> None:
         """A bnb optimizer/module class used as a value (alias, class table, isinstance, base class)."""
@@ -477,7 +573,31 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
         return "; ".join(out)
 
     # -- bitsandbytes.nn --------------------------------------------------------------------
+    def _swap_helper(self) -> cst.FunctionDef | None:
+        """The enclosing function when it walks a model and assigns children (a hand-rolled swap)."""
+        for fn in reversed(self._functions):
+            text = self.ctx.code_for(fn)
+            if _WALK.search(text) and _ASSIGN_CHILD.search(text):
+                return fn
+        return None
+
     def _module(self, node: cst.Call, name: str) -> None:
+        if name in ("Linear8bitLt", "Linear4bit", "LinearNF4", "LinearFP4", "Embedding", "StableEmbedding") or (
+                name in BNB_STATE_CLASSES):
+            helper = self._swap_helper()
+            if helper is not None:
+                if id(helper) not in self._swaps:
+                    self._swaps.add(id(helper))
+                    self._flag(helper.name, "PRT415", f"`{helper.name.value}` walks the model and swaps layers for "
+                               "bitsandbytes ones: port the helper as a whole — build torch.nn.Linear layers and "
+                               "quantize once with torchao.quantization.quantize_(model, Int8WeightOnlyConfig(), "
+                               "filter_fn=...) (per-row int8 weights, no LLM.int8 outlier path: an "
+                               f"approximation), or {self._rocm()}")
+                self._flag(node, "PRT415" if name not in BNB_STATE_CLASSES else "PRT412",
+                           f"bnb.nn.{name} built inside the layer-swap helper `{helper.name.value}`: not rewritten "
+                           "on its own (the helper would stay half-ported and still depend on bitsandbytes); see "
+                           "PRT415")
+                return
         if name == "Linear8bitLt":
             self._linear8(node)
         elif name in ("Linear4bit", "LinearNF4", "LinearFP4"):
@@ -705,6 +825,32 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         if id(node) not in self._optim_seen and literal(node) in HF_BNB_OPTIMS:
             self._hf_optim(node, fixable=False)
+        value = literal(node)
+        if isinstance(value, str) and is_dotted_path(value, "bitsandbytes"):
+            advice = bnb_class_advice(value)
+            if advice is not None:
+                self._flag(node, "PRT426", f"bitsandbytes class named by a string ({value!r}): imported at run "
+                           f"time, so it needs bitsandbytes; port the name and its arguments by hand: {advice}; "
+                           f"or {self._rocm()}", data={"qualname": value})
+
+    def _name_dispatch(self, node: cst.Call) -> None:
+        """`name.startswith("bitsandbytes.")`: code that picks behaviour by a bnb class name."""
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "startswith" and node.args:
+            value = literal(node.args[0].value)
+            if isinstance(value, str) and (prefix_of(value, "bitsandbytes") or prefix_of(value, "bnb")):
+                self._flag(node, "PRT426", f"dispatch on a bitsandbytes class name (`{src(self.ctx, node)}`): the "
+                           "branch serves bnb classes named by strings elsewhere (a registry or config); port "
+                           "those names and this branch together")
+
+    def _peft(self, node: cst.Call, name: str) -> None:
+        removed = (" It was deprecated and then removed from peft: the current name is "
+                   "prepare_model_for_kbit_training (the oldest signature took output_embedding_layer_name and "
+                   "layer_norm_names, so check the arguments)." if name == "prepare_model_for_int8_training" else "")
+        self._flag(node, "PRT427", f"peft {name} prepares a bitsandbytes-quantized model (fp32 upcast of the "
+                   f"non-quantized parameters, gradient checkpointing, input gradients).{removed} On ROCm keep "
+                   f"{BNB_PIN}, or, if the model is no longer quantized, use model.gradient_checkpointing_enable() "
+                   "and model.enable_input_require_grads() and decide about the fp32 upcast")
 
     def _hf_optim(self, node: cst.SimpleString, *, fixable: bool) -> None:
         self._optim_seen.add(id(node))
@@ -814,14 +960,59 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
                        f"instances (trap 22); pass {advice} and move quant_type_kwargs into it")
 
 
+PEFT_KBIT = {"prepare_model_for_kbit_training", "prepare_model_for_int8_training"}
+_WALK = re.compile(r"\.(?:named_children|named_modules|children|modules)\(")
+_ASSIGN_CHILD = re.compile(r"\bsetattr\(|\._modules\[|\.add_module\(")
+_NN_ADVICE = {
+    "Linear8bitLt": "torch.nn.Linear, then torchao.quantization.quantize_(model, Int8WeightOnlyConfig()) "
+                    "(per-row int8 weights, no outlier path: an approximation)",
+    "Linear4bit": "no exact torchao format (the default quant_type is fp4; nf4 only as torchao to_nf4)",
+    "LinearNF4": "torchao to_nf4 weights (an independent nf4 implementation: an approximation)",
+    "LinearFP4": "no torchao fp4 format",
+    "Embedding": "torch.nn.Embedding with xavier_uniform_ initialisation",
+    "StableEmbedding": "a module keeping weight, norm.weight and norm.bias (embedding + LayerNorm, xavier init)",
+}
+
+
+def bnb_class_advice(qual: str) -> str | None:
+    """The portable class for a bitsandbytes class named by a string (None: not a known class)."""
+    name = _bnb_name(qual, "bitsandbytes.optim")
+    if name is not None:
+        if name in ADAM_32:
+            return ("torch.optim.AdamW with weight_decay written out (bnb decays decoupled; with weight_decay=0 "
+                    "torch.optim.Adam is the same)")
+        if name in ADAM_8:
+            return ("torchao.optim.AdamW8bit with weight_decay written out (an approximation; never torchao's "
+                    "coupled Adam8bit)")
+        reason = NO_EQUIVALENT.get(name.replace("Paged", "").replace("8bit", "").replace("32bit", ""))
+        return f"no verified equivalent: {reason}" if reason else None
+    name = _bnb_name(qual, "bitsandbytes.nn")
+    if name is not None:
+        if name in _NN_ADVICE:
+            return _NN_ADVICE[name]
+        return "no portable equivalent (bitsandbytes' own quantization state)" if name in BNB_STATE_CLASSES else None
+    return None
+
+
+def check_yaml(ctx: FileContext) -> Iterator[Finding]:
+    """Hydra `_target_:` / Lightning `class_path:` values (any YAML scalar) naming bitsandbytes classes."""
+    for start, end, path in yaml_paths(ctx.text, "bitsandbytes"):
+        advice = bnb_class_advice(path)
+        if advice is not None:
+            yield ctx.finding("PRT426", f"bitsandbytes class named in a config ({path}): instantiated at run time, "
+                              f"so it needs bitsandbytes; port the target and its keys by hand: {advice}; or "
+                              f"{ROCM_NOTE}", start, end, data={"qualname": path})
+
+
 FAMILY = Family(
     name=NAME,
     title="bitsandbytes → torch.optim / torchao, and transformers quantization switches",
     order=40,
     rules=RULES,
-    tokens=("bitsandbytes", "load_in_8bit", "load_in_4bit", "BitsAndBytesConfig", "TorchAoConfig",
+    tokens=("bitsandbytes", "prepare_model_for_", "load_in_8bit", "load_in_4bit", "BitsAndBytesConfig", "TorchAoConfig",
             "low_bit_optim", "weight_only", "float8_dynamic", "_8bit", "_32bit", "rmsprop_bnb"),
     python=QuantizationVisitor,
+    checkers={"yaml": check_yaml},
     description="Replaces bitsandbytes' 32-bit Adam optimizers with torch.optim (bnb's decoupled weight "
     "decay preserved), moves transformers' removed `load_in_8bit=`/`load_in_4bit=` kwargs into "
     "`quantization_config=BitsAndBytesConfig(...)`, and, with --unsafe-fixes, moves 8-bit optimizers, "

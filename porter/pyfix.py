@@ -42,6 +42,8 @@ class _Remover(cst.CSTTransformer):
         super().__init__()
         self.removable = removable
         self.used = used
+        # removed statements whose leading lines hold comments: the comments move to the next statement
+        self._comments: dict[int, Sequence[cst.EmptyLine]] = {}
 
     def _dead(self, local: str, target: str) -> bool:
         return _matches(target, self.removable) and local not in self.used
@@ -78,13 +80,46 @@ class _Remover(cst.CSTTransformer):
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
     ) -> cst.SimpleStatementLine | cst.RemovalSentinel:
         if not updated.body:
+            if any(ln.comment is not None for ln in original.leading_lines):
+                self._comments[id(original)] = original.leading_lines
             return cst.RemoveFromParent()
         return updated
 
+    def _keep_comments(self, before: Sequence[cst.BaseStatement], after: list[cst.BaseStatement]) -> \
+            tuple[list[cst.BaseStatement], Sequence[cst.EmptyLine]]:
+        """Give the comments above a removed import to the statement that now follows them."""
+        if not self._comments:
+            return after, ()
+        out = list(after)
+        carry: list[cst.EmptyLine] = []
+        j = 0
+        for stmt in before:
+            lines = self._comments.pop(id(stmt), None)
+            if lines is not None:
+                kept = list(lines)
+                while kept and kept[-1].comment is None:  # the next statement keeps its own spacing
+                    kept.pop()
+                carry += kept
+                continue
+            if j >= len(out):
+                break
+            if carry and isinstance(out[j], (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                out[j] = out[j].with_changes(leading_lines=[*carry, *out[j].leading_lines])
+                carry = []
+            j += 1
+        return out, tuple(carry)
+
     def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
-        if not updated.body:
-            return updated.with_changes(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
-        return updated.with_changes(body=_drop_leading_blank(original.body, updated.body))
+        body, carry = self._keep_comments(original.body, list(updated.body))
+        if not body:
+            return updated.with_changes(body=[cst.SimpleStatementLine(body=[cst.Pass()], leading_lines=carry)])
+        footer = [*carry, *updated.footer] if carry else updated.footer  # comments after the last statement
+        return updated.with_changes(body=_drop_leading_blank(original.body, body), footer=footer)
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        body, carry = self._keep_comments(original.body, list(updated.body))
+        footer = [*carry, *updated.footer] if carry else updated.footer
+        return updated.with_changes(body=body, footer=footer)
 
 
 

@@ -552,7 +552,8 @@ def _finding_from_dict(d: dict[str, Any]) -> Finding:
 LOCK_NAMES = ("poetry.lock", "uv.lock", "Pipfile.lock", "pdm.lock")
 
 
-def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | None = None) -> RepoFacts:
+def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | None = None,
+                  tree: Sequence[SourceRef] | None = None) -> RepoFacts:
     """Pinned versions from the repo's manifests and lock files (read, never executed).
 
     Pins are gathered per folder that holds a manifest (sub-projects have their own): a file
@@ -623,9 +624,14 @@ def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | No
         local.update(parts[:-1])
         if parts[-1].endswith(".py"):
             local.add(parts[-1][:-3])
-    return RepoFacts(pins=pins, manifests=tuple(sorted(manifest_texts)), scopes=scopes,
-                     extra={"existing_files": existing, "unscoped_pins": unscoped,
-                            "local_modules": frozenset(local)})
+    extra: dict[str, object] = {"existing_files": existing, "unscoped_pins": unscoped,
+                                "local_modules": frozenset(local)}
+    # cross-file facts come from the whole tree (when known), so a file checked alone gets the
+    # same findings as in a full run
+    attention = _attention_facts(root, refs if tree is None else tree)
+    if attention is not None:
+        extra[attention[0]] = attention[1]
+    return RepoFacts(pins=pins, manifests=tuple(sorted(manifest_texts)), scopes=scopes, extra=extra)
 
 
 def _nearest(folder: str, scopes: Mapping[str, object]) -> str | None:
@@ -653,6 +659,26 @@ def usable_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
+
+
+def _attention_facts(root: Path, refs: Sequence[SourceRef]) -> tuple[str, object] | None:
+    """Where the repo dispatches on Hugging Face's flash-attention string (read, never executed)."""
+    try:
+        from .codemods import _hf_attention as hf
+    except ImportError:  # pragma: no cover - during development
+        return None
+
+    def texts() -> Iterable[tuple[str, str]]:
+        for ref in refs:
+            if ref.language != languages.PYTHON:
+                continue
+            try:  # a regular file inside the root, read bounded and without blocking (never a FIFO)
+                data = read_bounded(root / ref.relpath, 2 * 1024 * 1024)
+            except OSError:
+                continue
+            yield ref.relpath, data.decode("utf-8", "replace")
+
+    return hf.FACTS_KEY, hf.collect(texts())
 
 
 def _os_threads() -> int:
@@ -768,14 +794,18 @@ def run(
     registry.check_loaded()
     root, paths = resolve_root(root, paths)
     found: Discovery = discover(root, list(paths), settings, force_exclude=force_exclude)
-    facts = collect_facts(root, found.files, settings)
+    whole = found.files
+    if [os.path.abspath(p) for p in paths] != [str(root)]:
+        whole = discover(root, [root], settings).files
+    facts = collect_facts(root, found.files, settings, tree=whole)
     jobs = settings.jobs if jobs is None else jobs
     cache_on = settings.cache if use_cache is None else use_cache
     cache = None
     if mode == "audit" and cache_on:
         key = hashlib.blake2b(
             (settings.fingerprint() + repr(sorted(facts.pins.items()))
-             + repr(sorted((k, sorted(v.items())) for k, v in facts.scopes.items()))).encode(), digest_size=8
+             + repr(sorted((k, sorted(v.items())) for k, v in facts.scopes.items()))
+             + repr(facts.extra.get("hf_attention"))).encode(), digest_size=8
         ).hexdigest()
         cache = Cache(root, key, Path(settings.cache_dir) if settings.cache_dir else None)
     phase1 = [r for r in found.files if not is_manifest(r)]

@@ -24,6 +24,7 @@ from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
 from porter.findings import Applicability
 
+from ._warp_preproc import CUDA, HIP, Scan, mask
 from ._warp_symbols import Symbols
 
 LANG = Language(tree_sitter_cuda.language())
@@ -68,6 +69,7 @@ class Site:
     edits: list[tuple[int, int, str]] = field(default_factory=list)
     fix: Applicability = Applicability.NONE
     needs_header: bool = False
+    info: bool = False  # consistent under the chosen strategy: reported for review, no work counted
 
 
 @dataclass
@@ -82,6 +84,7 @@ class Func:
     collective: bool = False  # raw or porter_* warp collectives (for H17)
     mma: bool = False
     taint: set[str] = field(default_factory=set)
+    arch: str = ""  # a warp constant of this function whose value is 64 under HIP
 
 
 _QUERY_SRC = """
@@ -127,7 +130,11 @@ class _Cached:
 
 
 class Analyser:
-    def __init__(self, text: str, strategy: str = LOGICAL, cache: dict | None = None) -> None:
+    """One file's analysis. ``text`` is what both targets compile (see ``_warp_preproc.mask``):
+    CUDA-only branches and human-written HIP branches are blanked, offsets unchanged."""
+
+    def __init__(self, text: str, strategy: str = LOGICAL, cache: dict | None = None,
+                 scan: Scan | None = None) -> None:
         self.text = text
         self.strategy = strategy
         self.data = text.encode("utf-8", "surrogatepass")
@@ -135,7 +142,9 @@ class Analyser:
         self._b2c: list[int] | None = None
         self.tree = parse(text, cache)
         self.sites: list[Site] = []
-        self.sym = Symbols()
+        self.scan = scan
+        self.sym = Symbols()  # the CUDA view of the file's constants
+        self.hsym = Symbols()  # the HIP view (C10_WARP_SIZE and wavefront macros are 64 there)
         self.funcs: list[Func] = []
         self.caps: dict[str, list[Node]] = {}
         self.physical_blockers: list[tuple[int, str]] = []
@@ -166,12 +175,14 @@ class Analyser:
     def span(self, node: Node) -> tuple[int, int]:
         return self.c(node.start_byte), self.c(node.end_byte)
 
-    def site(self, code: str, node_or_span, message: str, edits=(), fix=Applicability.NONE, header=False) -> Site:
+    def site(self, code: str, node_or_span, message: str, edits=(), fix=Applicability.NONE, header=False,
+             info: bool = False) -> Site:
         if isinstance(node_or_span, tuple):
             start, end = node_or_span
         else:
             start, end = self.span(node_or_span)
-        s = Site(code, start, end, message, list(edits), fix if edits else Applicability.NONE, header and bool(edits))
+        s = Site(code, start, end, message, list(edits), fix if edits else Applicability.NONE, header and bool(edits),
+                 info and not edits)
         self.sites.append(s)
         return s
 
@@ -184,6 +195,7 @@ class Analyser:
         cursor = QueryCursor(_QUERY)
         caps = cursor.captures(self.tree.root_node)
         self.caps = {k: sorted(v, key=lambda n: n.start_byte) for k, v in caps.items()}
+        self._target_symbols()
         self._symbols()
         self._functions()
         self._macro_bodies()
@@ -199,8 +211,109 @@ class Analyser:
         self._launch_bounds()
         self._volatile_trees()
         self._host_warp_vars()
+        self._host_checks()
+        self._intrinsic_overloads()
+        self._cub_widths()
+        for site in self.sites:  # consistent under the logical warp: review notes, not work
+            if (site.code in self._INFO_CODES and self.strategy == LOGICAL or site.code == "PRT519") and not site.edits:
+                site.info = True
+        self._arch_guard()
         self._mma_guard()
+        self._blanked_wavefront_macros()
+        self._hip_only_bugs()
         return self.sites
+
+    def _hip_only_bugs(self) -> None:
+        """Human-written HIP branches are not rewritten, but two mistakes there are wrong at any width:
+        a legacy maskless shuffle given a mask (H15) and `warpSize` as a macro value (not constexpr
+        from ROCm 7.0, H11). Reported without a fix."""
+        original = getattr(self, "original", self.text)
+        if original is self.text or self.scan is None:
+            return
+        st = self.scan.status
+        pos = 0
+        regions: list[tuple[int, int]] = []
+        for i, line in enumerate(self.scan.lines):
+            if st[i][HIP] != 0 and st[i][CUDA] == 0:
+                if regions and regions[-1][1] == pos:
+                    regions[-1] = (regions[-1][0], pos + len(line))
+                else:
+                    regions.append((pos, pos + len(line)))
+            pos += len(line)
+        legacy = re.compile(r"\b(__shfl(?:_up|_down|_xor)?)\s*\(")
+        for a, b in regions:
+            chunk = original[a:b]
+            for m in legacy.finditer(chunk):
+                args = _split_args(chunk, m.end())
+                if args and len(args) >= 3 and self.sym.is_full_mask32(args[0][0]):
+                    self.site("PRT515", (a + m.start(), a + m.end()), f"legacy maskless `{m.group(1)}` called with "
+                              "a mask as its first argument in a HIP branch: it shuffles the mask constant, with "
+                              "the value as delta. Move the arguments into place by hand (human HIP code is not "
+                              "rewritten).")
+            for m in re.finditer(r"#\s*define\s+\w+\s+\(?\s*(warpSize)\b", chunk):
+                self.site("PRT511", (a + m.start(1), a + m.end(1)), "macro defined as `warpSize` in a HIP branch: "
+                          "`warpSize` is not constexpr from ROCm 7.0 (array bounds, template arguments and "
+                          "`__launch_bounds__` that use the macro stop compiling) and is 64 in the host pass. Use "
+                          "PORTER_WARP_SIZE (device) / porter::host_warp_size() (host) by hand.")
+
+    def _blanked_wavefront_macros(self) -> None:
+        """H12 in directives and branches the mask removed: the macro's removal breaks them on AMD too."""
+        original = getattr(self, "original", self.text)
+        if original is self.text or self.scan is None:
+            return
+        seen = {s.start for s in self.sites if s.code == "PRT512"}
+        pos = 0
+        for i, line in enumerate(self.scan.lines):
+            if self.scan.status[i][HIP] != 0 or i in self.scan.blank_directive:
+                for m in re.finditer(r"\b__AMDGCN_WAVEFRONT_SIZE(?:__)?\b", line):
+                    a = pos + m.start()
+                    if a not in seen and self.text[a:a + 1].isspace():
+                        self.site("PRT512", (a, a + len(m.group(0))), f"`{m.group(0)}` is deprecated (and removed "
+                                  "in recent LLVM: an `#if` on it becomes silently false); in the host pass it is "
+                                  "always 64. Use the arch test in porter_warp.h (PORTER_WARP_SIZE) on the device "
+                                  "and porter::host_warp_size() on the host.")
+            pos += len(line)
+
+    _INFO_CODES = ("PRT502", "PRT503", "PRT504", "PRT505", "PRT506", "PRT507", "PRT514")
+
+    # -- per-target constants -------------------------------------------------------------------------
+    _CONST_DECL = re.compile(
+        r"\b(?:static\s+)?(?:constexpr|const)\s+(?:static\s+)?(?:unsigned\s+|signed\s+)?"
+        r"(?:int|long|short|size_t|u?int(?:8|16|32|64)_t|auto|unsigned)\s+([A-Za-z_]\w*)\s*=\s*([^;{}]+);")
+
+    def _target_symbols(self) -> None:
+        """Seed ``sym`` (CUDA) and ``hsym`` (HIP) with every definition active in each target."""
+        self.hsym.defines.update({"C10_WARP_SIZE": "64", "__AMDGCN_WAVEFRONT_SIZE": "64",
+                                  "__AMDGCN_WAVEFRONT_SIZE__": "64"})
+        if self.scan is None:
+            return
+        for sym, config in ((self.sym, CUDA), (self.hsym, HIP)):
+            for name, body in self.scan.view(config).items():
+                if body:
+                    sym.defines.setdefault(name, body)
+            for i, line in enumerate(self.scan.lines):
+                if self.scan.status[i][config] == 0:
+                    continue
+                for m in self._CONST_DECL.finditer(line):
+                    if self.scan.status[i][config] == 1 or m.group(1) not in sym.consts:
+                        sym.consts[m.group(1)] = m.group(2).strip()
+        self.sym.defines.setdefault("C10_WARP_SIZE", "32")
+
+    def arch_value(self, name: str) -> int | None:
+        """The HIP value of a warp constant whose CUDA value differs (64 vs 32), else None."""
+        cache = self.__dict__.setdefault("_arch_cache", {})
+        if name not in cache:
+            hv = self.hsym.value(name) if name in self.hsym.defines or name in self.hsym.consts else None
+            cv = self.sym.value(name)
+            cache[name] = hv if hv is not None and cv is not None and hv != cv and (
+                self.sym.is_warp_name(name) or hv >= 32 and hv % 32 == 0 or name == "C10_WARP_SIZE") else None
+        return cache[name]
+
+    def arch_name(self, text: str) -> str:
+        for i in _IDENT.findall(text):
+            if self.arch_value(i) is not None:
+                return i
+        return ""
 
     def _symbols(self) -> None:
         for node in self.caps.get("def", []):
@@ -240,11 +353,14 @@ class Analyser:
                     if d is not None and v is not None and d.type == "identifier":
                         self.sym.consts.setdefault(self.t(d), self.t(v))
         # object-like aliases of warp intrinsics (`#define SHFL_DOWN __shfl_down`)
-        self.aliases = {
-            n: b.strip() for n, b in self.sym.defines.items()
-            if re.fullmatch(r"__shfl(?:_up|_down|_xor)?(?:_sync)?|__ballot(?:_sync)?|__any_sync|__all_sync|"
-                            r"__activemask|__syncwarp", b.strip())
-        }
+        # (the HIP view first: what the alias means on AMD decides the hazard)
+        self.aliases = {}
+        for table in (self.hsym.defines, self.sym.defines):
+            for n, b in table.items():
+                if n not in self.aliases and re.fullmatch(
+                        r"__shfl(?:_up|_down|_xor)?(?:_sync)?|__ballot(?:_sync)?|__any_sync|__all_sync|"
+                        r"__activemask|__syncwarp", b.strip()):
+                    self.aliases[n] = b.strip()
         # function-like macros whose bodies call raw warp intrinsics
         changed = True
         while changed:
@@ -497,6 +613,14 @@ class Analyser:
                       + ("Rewritten to the maskless `porter_" + base + "` (explicit logical width 32)."
                          if not physical else "Rewritten to `porter_" + base + "` over the wavefront width."),
                       edits, fix, header=True)
+        elif base == "shfl_xor" and (width is not None or self._xor_small(args[2])):
+            msg = (f"`{name}` with a computed 32-bit mask `{self.t(args[0])}`: fails ROCm >= 6.3's 64-bit mask "
+                   "check (the XOR offsets stay inside a 32-lane warp, so only the mask needs porter's helper).")
+            self.site("PRT508", call, msg, edits, fix, header=True)
+        elif width is not None and wv is not None and wv <= 32:
+            msg = (f"`{name}` with a computed 32-bit mask `{self.t(args[0])}` (explicit width {wv}): fails "
+                   "ROCm >= 6.3's 64-bit mask check; porter's helper converts the mask.")
+            self.site("PRT508", call, msg, edits, fix, header=True)
         else:
             msg = (f"`{name}` without porter's width: on a 64-lane wavefront the default width is 64, which "
                    "crosses into the other logical 32-lane warp, and a 32-bit mask fails ROCm >= 6.3's "
@@ -514,6 +638,17 @@ class Analyser:
             return
         if len(args) < 2:
             return
+        if len(args) >= 3:  # explicit width
+            wt = self.t(args[2])
+            arch = self.arch_name(wt)
+            wv = self.sym.value(wt)
+            if arch or (wv is not None and wv > 32):
+                self.site("PRT508", call, f"legacy `{name}` with width `{wt}` "
+                          f"({'64 under HIP' if arch else wv}): the group spans more than a 32-lane warp on "
+                          "AMD; porter cannot pin it to a logical warp.")
+            return  # an explicit width of at most 32 lanes (or a sub-warp parameter) is right on HIP
+        if base == "shfl_xor" and self._xor_small(args[1]):
+            return  # an XOR butterfly with offsets < 32 never leaves a 32-lane half, at any width
         edits = [self.edit(fnode, f"porter_{base}")]
         if self.strategy == PHYSICAL and len(args) == 2:
             w = self._append_width(call)
@@ -522,6 +657,51 @@ class Analyser:
         self.site("PRT508", call, f"legacy `{name}` without an explicit width: the default width is the "
                   "wavefront (64 on CDNA), not 32.", edits,
                   Applicability.UNSAFE if self.strategy == PHYSICAL else Applicability.SAFE, header=True)
+
+    def _xor_small(self, off: Node) -> bool:
+        """True when an XOR lane offset is provably below 32 (a constant, or a loop variable/`1 << i`
+        whose loop keeps it there)."""
+        t = self.t(off).strip()
+        v = self.sym.value(t)
+        if v is not None:
+            return 0 <= v < 32
+        m = re.fullmatch(r"\(?\s*1u?\s*<<\s*(\w+)\s*\)?", t)
+        var = m.group(1) if m else t
+        shift = m is not None
+        if not _IDENT.fullmatch(var):
+            return False
+        p = off.parent
+        while p is not None and p.type != "function_definition":
+            if p.type == "for_statement":
+                hi = self._loop_max(p, var)
+                if hi is not None:
+                    return (1 << hi if shift else hi) < 32
+            p = p.parent
+        return False
+
+    def _loop_max(self, loop: Node, var: str) -> int | None:
+        """The largest value ``var`` takes in a counted for loop, when the loop shows it."""
+        init = loop.child_by_field_name("initializer")
+        cond = loop.child_by_field_name("condition")
+        upd = loop.child_by_field_name("update")
+        if init is None or cond is None or upd is None:
+            return None
+        it, ct, ut = self.t(init), self.t(cond), re.sub(r"\s+", "", self.t(upd))
+        m0 = re.search(rf"\b{re.escape(var)}\s*=\s*([^,;]+)", it)
+        if not m0 or not re.match(rf"(?:\+\+|--)?{re.escape(var)}\b", ut):
+            return None
+        v0 = self.sym.value(m0.group(1))
+        if v0 is None:
+            return None
+        if re.search(r">>=1$|/=2$|=\w+>>1$|=\w+/2$|--$|-=\d+$", ut):
+            return v0  # decreasing from its start
+        mc = re.fullmatch(rf"\s*{re.escape(var)}\s*(<=?)\s*(.+?)\s*", ct)
+        if not mc:
+            return None
+        bound = self.sym.value(mc.group(2))
+        if bound is None:
+            return None
+        return bound if mc.group(1) == "<=" else bound - 1
 
     def _vote(self, call: Node, fnode: Node, name: str, args: list[Node]) -> None:
         physical = self.strategy == PHYSICAL
@@ -724,6 +904,11 @@ class Analyser:
                   and re.search(r"\[[^\]]*\b(?:lane\w*|tid)\b[^\]]*\]", bt)):
                 self.site("PRT504", cond, "loop over the 32 entries of a warp indexed with a lane id: correct under "
                           "porter's logical 32-lane warp, must follow PORTER_WARP_SIZE under the physical strategy.")
+            elif (has_shfl and v == 0 and cv == 5 and re.search(r"\+\+$|^\+\+|\+=1$", ut)
+                  and re.search(r"\b1u?\s*<<\s*\w+", bt)):
+                self.site("PRT504", cond, "shuffle loop over offsets `1 << i` up to 16 (32 lanes); correct under "
+                          "porter's logical 32-lane warp, must run to log2(PORTER_WARP_SIZE) under the physical "
+                          "strategy.")
             elif doubling and v == 1 and cv == 32 and has_shfl:
                 self.site("PRT504", cond, "scan/reduction loop bounded by 32 lanes; correct under porter's "
                           "logical 32-lane warp, must follow PORTER_WARP_SIZE under the physical strategy.")
@@ -748,6 +933,8 @@ class Analyser:
             if not f.raw_warp:
                 continue
             rv = self.sym.value(rt)
+            if rv is None and re.fullmatch(r"32(?:\.0*)?[fF]?|32\.0*", rt):
+                rv = 32
             lt = self.t(left)
             warp_named = any(self.sym.is_warp_name(i) for i in _IDENT.findall(rt))
             if f.kind == "host":
@@ -862,7 +1049,9 @@ class Analyser:
                     self.site("PRT510", node, "`C10_WARP_SIZE` in host code is the runtime query on ROCm builds of "
                               "torch (64 on CDNA); it must pick the same warp size the device code uses.")
                 continue
-            # warpSize
+            # warpSize: a declared local, parameter or global of that name is not the builtin
+            if self._user_warpsize(node):
+                continue
             p = node.parent
             in_const = None
             while p is not None and p.type not in ("compound_statement", "translation_unit", "function_definition"):
@@ -898,6 +1087,42 @@ class Analyser:
                           "file whose kernels use 32-lane warps: launch geometry and shared-memory sizes computed "
                           "from it disagree with the device code. Use PORTER_LOGICAL_WARP for geometry of "
                           "logical-warp kernels.")
+
+    _DECL_PARENTS = ("init_declarator", "parameter_declaration", "optional_parameter_declaration", "declaration",
+                     "pointer_declarator", "reference_declarator", "array_declarator", "field_declaration")
+
+    def _user_scopes(self) -> list[tuple[int, int, int]]:
+        """(declaration byte, scope start, scope end) of every user declaration named warpSize."""
+        got = self.__dict__.get("_ws_scopes")
+        if got is not None:
+            return got
+        out: list[tuple[int, int, int]] = []
+        for node in self.caps.get("wid", []):
+            if self.t(node) != "warpSize" or node.parent is None or node.parent.type not in self._DECL_PARENTS:
+                continue
+            p = node.parent
+            if p.type == "init_declarator" and p.child_by_field_name("declarator") != node:
+                continue
+            if p.type == "array_declarator" and p.child_by_field_name("declarator") != node:
+                continue
+            param = False
+            while p is not None and p.type not in ("compound_statement", "for_statement", "translation_unit",
+                                                   "parameter_list", "field_declaration_list"):
+                p = p.parent
+            if p is not None and p.type == "parameter_list":
+                param = True
+                while p is not None and p.type not in ("function_definition", "lambda_expression",
+                                                       "translation_unit"):
+                    p = p.parent
+            if p is None:
+                continue
+            out.append((node.start_byte if not param else p.start_byte, p.start_byte, p.end_byte))
+        self.__dict__["_ws_scopes"] = out
+        return out
+
+    def _user_warpsize(self, node: Node) -> bool:
+        b = node.start_byte
+        return any(d <= b and a <= b < e for d, a, e in self._user_scopes())
 
     def _templates(self) -> None:
         for node in self.caps.get("ttype", []):
@@ -1014,8 +1239,11 @@ class Analyser:
                 if off not in (16, 32) or (off == 16 and not re.search(r"\bvolatile\b", self.t(f.node))):
                     continue
                 stmt = sub
-                while stmt.parent is not None and stmt.type != "expression_statement":
+                while stmt.parent is not None and stmt.type not in ("expression_statement", "if_statement",
+                                                                     "function_definition"):
                     stmt = stmt.parent
+                if stmt.type == "function_definition" or stmt.parent is None:
+                    stmt = sub
                 self.site("PRT514", stmt, f"fixed 32-lane step `{self.t(sub)}` before a warp-level reduction: the "
                           "tree covers 32 lanes, not a 64-lane wavefront (and a `volatile` warp-synchronous tree "
                           "relies on implicit lockstep, undefined on Volta+). Correct under porter's logical "
@@ -1084,7 +1312,16 @@ class Analyser:
                     self.site("PRT509", (a_start, a_end), "`__activemask()` in a macro body.",
                               [(base + m.start(1), base + m.end(1), "porter_activemask32")], Applicability.SAFE,
                               header=True)
+            declared = re.search(r"(?:\b(?:int|auto|unsigned|size_t|long|short|u?int\d+_t)\s+(?:const\s+)?&?|,\s*)"
+                                 r"warpSize\s*(?:=|;|,|\)|\{)", body)
+            params = set()
+            fparams = v.parent.child_by_field_name("parameters") if v.parent is not None else None
+            if fparams is not None:
+                params = set(_IDENT.findall(self.t(fparams)))
             for m in re.finditer(r"\bwarpSize\b", body):
+                if "warpSize" in params or (declared and m.start() >= declared.start()) or re.search(
+                        r"(?:\.|->)\s*$", body[:m.start()]):
+                    continue  # a name the macro declares (or a parameter or field): not the builtin
                 self.site("PRT511", (base + m.start(), base + m.end()), "macro defined as `warpSize`: it is not a "
                           "constant on CUDA nor constexpr from ROCm 7.0, and 64 in the HIP host pass. Replaced by "
                           "PORTER_LOGICAL_WARP." if self.strategy == LOGICAL else "macro defined as `warpSize`.",
@@ -1093,6 +1330,137 @@ class Analyser:
             for m in re.finditer(r"\b__AMDGCN_WAVEFRONT_SIZE(?:__)?\b", body):
                 self.site("PRT512", (base + m.start(), base + m.end()), "deprecated wavefront macro in a macro body "
                           "(64 in the host pass, removed in recent LLVM).")
+
+    # -- hazards no logical strategy removes, and per-target constants ------------------------------
+    _PIN_CODES = ("PRT501", "PRT508", "PRT509", "PRT511", "PRT513", "PRT521")
+
+    def _arch_guard(self) -> None:
+        """Code that uses a warp constant that is 64 under HIP gets no logical-width pin.
+
+        ``#ifdef USE_ROCM / #define WARP_SIZE 64``, ``constexpr int kWarpSize = 64`` under a HIP branch
+        and device ``C10_WARP_SIZE`` (64 on gfx9 under ROCm torch) make a loop bound or lane
+        arithmetic wavefront-wide on AMD: width-32 helpers would then reduce only half of it.
+        """
+        spans: list[tuple[int, int, str]] = []
+        for f in self.funcs:
+            if f.kind == "host":
+                continue
+            name = self.arch_name(f.text)
+            if name:
+                f.arch = name
+                spans.append((self.c(f.start), self.c(f.end), name))
+        for node in self.caps.get("def", []) + self.caps.get("fdef", []):
+            v = node.child_by_field_name("value")
+            if v is not None:
+                name = self.arch_name(self.t(v))
+                if name:
+                    spans.append((self.c(v.start_byte), self.c(v.end_byte), name))
+        if not spans:
+            return
+        for s in self.sites:
+            for a, b, name in spans:
+                if not a <= s.start < b:
+                    continue
+                s.info = False
+                if self.strategy == PHYSICAL:
+                    break
+                if s.code not in self._PIN_CODES:
+                    s.message += (f" Here the kernel also uses `{name}` ({self.arch_value(name)} under HIP): "
+                                  "host and device must agree on that width; porter leaves it unpatched.")
+                    break
+                hv = self.arch_value(name)
+                s.message += (f" Not patched: this code also uses `{name}`, which is {hv} under HIP, so its "
+                              "loops and lane arithmetic span the whole wavefront there; a 32-lane pin would "
+                              "change its results on AMD. Port it with the physical strategy "
+                              "(PORTER_WARP_SIZE) or by hand.")
+                s.edits, s.fix, s.needs_header = [], Applicability.NONE, False
+                break
+
+    _WS_NAME = re.compile(r"^(?:warpSize|warp_?size|WARP_?SIZE|kWarpSize|warpsize|ws)$")
+
+    def _host_checks(self) -> None:
+        """Host checks that pin the device warp size (`prop.warpSize == 32`, `assert(ws == 32)`)."""
+        for b in self.caps.get("bin", []):
+            op = b.child_by_field_name("operator")
+            if op is None or self.t(op) not in ("==", "!="):
+                continue
+            f = self.func_at(b.start_byte)
+            if f is None or f.kind != "host":
+                continue
+            sides = [b.child_by_field_name("left"), b.child_by_field_name("right")]
+            if any(x is None for x in sides):
+                continue
+            texts = [self.t(x).strip() for x in sides]
+            for x, y in ((0, 1), (1, 0)):
+                tail = re.split(r"\.|->", texts[x])[-1]
+                if not self._WS_NAME.match(tail) or self.sym.value(texts[y]) not in (32, 64):
+                    continue
+                if "." not in texts[x] and "->" not in texts[x] and tail not in ("warpSize",) and not re.search(
+                        rf"\b{re.escape(tail)}\s*=\s*[^;]*(?:warpSize|WarpSize|warp_size\s*\()", f.text):
+                    continue
+                self.site("PRT510", b, f"host check `{self.t(b)}` pins the device warp size to "
+                          f"{self.sym.value(texts[y])}: AMD wave64 devices report 64 and wave32 ones 32, so the "
+                          "check (or the code path it guards) changes on AMD. No logical-warp rewrite removes "
+                          "it: accept both sizes, or dispatch on porter::host_warp_size().")
+                break
+
+    _INTRINSIC_NAMES = re.compile(
+        r"^(?:__shfl(?:_up|_down|_xor)?(?:_sync)?|__ballot(?:_sync)?|__any(?:_sync)?|__all(?:_sync)?|"
+        r"__activemask|__syncwarp|__lane_id|__lanemask_\w+)$")
+
+    def _intrinsic_overloads(self) -> None:
+        """User functions named like warp intrinsics.
+
+        Their bodies forward to the real intrinsic for the caller (the width and mask are the
+        caller's), so nothing inside them is reported on its own. One that takes a 32-bit mask
+        collides with HIP's declarations after HIPify (64-bit masks): reported, never patched.
+        """
+        overloads = [f for f in self.funcs if self._INTRINSIC_NAMES.match(f.name)]
+        if not overloads:
+            return
+        spans = [(self.c(f.start), self.c(f.end)) for f in overloads]
+        self.sites = [s for s in self.sites if not any(a <= s.start < b for a, b in spans)]
+        for f in overloads:
+            decl = f.node.child_by_field_name("declarator")
+            while decl is not None and decl.type != "function_declarator":
+                decl = decl.child_by_field_name("declarator")
+            params = decl.child_by_field_name("parameters") if decl is not None else None
+            first = next((c for c in params.named_children if c.type != "comment"), None) if params else None
+            if first is None:
+                continue
+            ft = self.t(first)
+            if not re.search(r"mask", ft, re.I) or not re.match(
+                    r"\s*(?:const\s+)?(?:unsigned(?:\s+int)?|uint32_t|int|unsigned\s+int)\b(?!\s+long)", ft):
+                continue
+            self.site("PRT524", decl, f"user function named like the warp intrinsic `{f.name}` with a 32-bit mask "
+                      f"`{ft.strip()}`: after HIPify it overloads HIP's own `{f.name}`, whose mask is 64-bit "
+                      "(and whose default width is the wavefront); calls then resolve to either, or are "
+                      "ambiguous. Rename it (or give it a porter_lanemask_t mask) by hand; porter does not "
+                      "patch it.")
+
+    def _cub_widths(self) -> None:
+        """cub/hipcub code whose width is physical on AMD."""
+        for m in re.finditer(r"\bCUB_WARP_THREADS\s*\(\s*\w*\s*\)|\bCUB_PTX_WARP_THREADS\b", self.text):
+            ctx = self.text[max(0, m.start() - 40): m.end() + 40]
+            if not re.search(r"[=!<>]=|[<>]|%|/", ctx):
+                continue
+            self.site("PRT525", (m.start(), m.end()), f"`{m.group(0)}` is the hardware warp of the target: "
+                      "64 on CDNA under hipcub. Code that compares or divides by it assumes 32 lanes on CUDA "
+                      "only; no logical-warp rewrite changes a library constant. Review the branch.")
+        for node in self.caps.get("ttype", []):
+            name = self.t(node.child_by_field_name("name"))
+            if name not in ("BlockReduce", "BlockScan", "BlockLoad", "BlockStore", "BlockRadixSort",
+                            "BlockExchange", "BlockHistogram", "BlockDiscontinuity"):
+                continue
+            args = node.child_by_field_name("arguments")
+            named = [c for c in args.named_children if c.type != "comment"] if args is not None else []
+            if len(named) < 2:
+                continue
+            dims = [self.sym.value(self.t(x)) for x in named[1:2]]
+            if dims and dims[0] is not None and dims[0] % 64 != 0:
+                self.site("PRT525", node, f"`{name}` with a block of {dims[0]} threads: hipcub's block "
+                          "primitives need block sizes that are a multiple of the 64-lane wavefront on CDNA "
+                          "(warp-level storage is per physical warp). Use a multiple of 64.")
 
     def _mma_guard(self) -> None:
         """MMA fragment code: report once per function and drop porter's edits inside it."""
@@ -1141,6 +1509,8 @@ def _split_args(text: str, pos: int) -> list[tuple[str, int, int]] | None:
 
 
 def analyse(text: str, strategy: str = LOGICAL, cache: dict | None = None) -> Analyser:
-    a = Analyser(text, strategy, cache)
+    masked, sc = mask(text)
+    a = Analyser(masked, strategy, cache if masked is text else None, sc)
+    a.original = text
     a.run()
     return a

@@ -131,6 +131,15 @@ _TABLE = (
     ("PRT523", "warp-physical-strategy-unavailable", "The physical strategy was requested but host code in the "
      "file computes geometry from the warp size; porter used the logical strategy.", _R, _I, _NONE, 0.0,
      "porter offers the physical (wavefront-generic) strategy only where host and device provably agree."),
+    ("PRT524", "warp-intrinsic-overload", "User function named like a warp intrinsic (`__shfl_up_sync` overload "
+     "for a half type...).", _R, _E, _NONE, 0.5,
+     "After HIPify the user function overloads or redefines HIP's declaration (64-bit mask, wavefront default "
+     "width); overload resolution and meaning change on AMD (C/W). Manual: rename it; porter leaves calls to "
+     "it and its body unpatched."),
+    ("PRT525", "warp-library-physical-width", "cub/hipcub code whose width is the hardware warp "
+     "(`CUB_WARP_THREADS` comparisons, block primitives on blocks that are not a multiple of 64).", _R, _W, _NONE,
+     0.5, "hipcub's warp constant is 64 on CDNA and its block primitives assume whole wavefronts; a logical "
+     "32-lane warp cannot change a library's width (W). Manual review."),
 )
 
 RULES = tuple(
@@ -140,7 +149,8 @@ RULES = tuple(
 
 _CUDA_TOKENS = ("__shfl", "__ballot", "__any", "__all", "__activemask", "__syncwarp", "warpSize",
                 "__AMDGCN_WAVEFRONT_SIZE", "WarpReduce", "WarpScan", "tiled_partition", "__match_", "__reduce_",
-                "laneid", "lanemask", "C10_WARP_SIZE", "mma.sync", "wmma", "__fns", "volatile")
+                "laneid", "lanemask", "C10_WARP_SIZE", "mma.sync", "wmma", "__fns", "volatile", "CUB_WARP_THREADS",
+                "BlockReduce", "BlockScan")
 _PY_TOKENS = ("31) // 32", "num_warps", "warps *")
 
 
@@ -228,6 +238,8 @@ def _to_findings(ctx: FileContext, sites: list[Site], a: Analyser) -> list[Findi
             if include_edit is not None:
                 edits = edits + (include_edit,)
             kwargs["new_files"] = new_files
+        if s.info and not edits:
+            kwargs.update(category=Category.BENIGN, severity=_I, effort_hours=0.0)
         out.append(ctx.finding(s.code, s.message, s.start, s.end, fix=s.fix if edits else _NONE, edits=edits,
                                **kwargs))
     return out

@@ -1,0 +1,287 @@
+"""The warp pass analyses what each target compiles, resolves warp constants per target and
+rewrites identifiers by scope (issue: preprocessor-, scope- and constant-aware analysis).
+
+Each case is a shape seen in public CUDA code, written here from scratch.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from porter.codemods._warp_preproc import CUDA, HIP, mask, scan
+from porter.engine import fix
+from porter.findings import Applicability, Category, Severity
+from porter.testing import findings, fixed, settings_for
+
+
+def _codes(src: str, path: str = "k.cu") -> list[str]:
+    return [f.code for f in findings(src, path, family="warp_size")]
+
+
+def _actionable(src: str, path: str = "k.cu") -> list[str]:
+    return [f.code for f in findings(src, path, family="warp_size") if f.severity != Severity.INFO]
+
+
+# -- 1. a warp constant that is 64 on AMD never gets a logical-width pin ------------------------------
+HIP_WARP_MACRO = """\
+#ifdef MY_WITH_HIP
+#define WARP_SIZE 64
+#else
+#define WARP_SIZE 32
+#endif
+#define FULL_MASK 0xffffffff
+template <typename T>
+__device__ T warp_sum(T val) {
+  for (int offset = WARP_SIZE / 2; offset > 0; offset /= 2)
+    val += __shfl_down_sync(FULL_MASK, val, offset);
+  return val;
+}
+"""
+
+
+def test_loop_bound_64_on_hip_blocks_the_logical_pin() -> None:
+    got = {f.code: f for f in findings(HIP_WARP_MACRO, "k.cu", family="warp_size")}
+    assert set(got) == {"PRT501", "PRT504"}
+    assert not got["PRT501"].edits and got["PRT501"].fix == Applicability.NONE
+    assert "`WARP_SIZE`, which is 64 under HIP" in got["PRT501"].message
+    assert got["PRT504"].severity != Severity.INFO  # not "correct under the logical warp" here
+    assert fixed(HIP_WARP_MACRO, "k.cu", family="warp_size", unsafe=True) == HIP_WARP_MACRO
+
+
+@pytest.mark.parametrize("decl", [
+    "#ifdef USE_ROCM\nconstexpr int kWarpSize = 64;\n#else\nconstexpr int kWarpSize = 32;\n#endif\n",
+    "#if defined(USE_ROCM)\n#define MY_HIP 1\n#endif\n#ifdef MY_HIP\n#define kWarpSize 64\n#else\n"
+    "#define kWarpSize 32\n#endif\n",
+    "#define kWarpSize C10_WARP_SIZE\n",
+])
+def test_per_target_constants_and_c10_warp_size_block_the_pin(decl: str) -> None:
+    src = decl + ("__device__ float f(float v) {\n  for (int o = kWarpSize / 2; o > 0; o >>= 1) "
+                  "v += __shfl_xor_sync(0xffffffff, v, o);\n  return v;\n}\n")
+    got = findings(src, "k.cu", family="warp_size")
+    assert sorted(f.code for f in got) == ["PRT501", "PRT504"] and not any(f.edits for f in got)
+
+
+def test_c10_warp_size_in_device_code_blocks_the_pin() -> None:
+    src = ("__device__ float f(float v) {\n  for (int o = C10_WARP_SIZE / 2; o > 0; o >>= 1) "
+           "v += __shfl_down_sync(0xffffffff, v, o);\n  return v;\n}\n")
+    got = findings(src, "k.cu", family="warp_size")
+    assert sorted(f.code for f in got) == ["PRT501", "PRT504"] and not any(f.edits for f in got)
+
+
+def test_a_constant_32_on_both_targets_is_still_pinned() -> None:
+    src = HIP_WARP_MACRO.replace("#define WARP_SIZE 64", "#define WARP_SIZE 32")
+    out = fixed(src, "k.cu", family="warp_size")
+    assert "porter_shfl_down(val, offset)" in out
+
+
+def test_physical_strategy_still_rewrites_arch_dependent_code() -> None:
+    s = settings_for("warp_size", unsafe=True, warp_size={"strategy": "physical"})
+    out = fix("k.cu", HIP_WARP_MACRO, "cuda", s).text
+    assert "porter_shfl_down(val, offset, PORTER_WARP_SIZE)" in out
+
+
+def test_legacy_vote_in_a_rocm_branch_is_not_halved() -> None:
+    src = ("__device__ bool f(int x) {\n#ifdef USE_ROCM\n  return __any(x);\n#else\n"
+           "  return __any_sync(0xffffffff, x);\n#endif\n}\n")
+    assert _codes(src) == []
+    assert fixed(src, "k.cu", family="warp_size") == src
+
+
+# -- 2 and 4. warpSize by scope, never by text ------------------------------------------------------
+def test_declared_warpsize_in_a_macro_body_is_not_the_builtin() -> None:
+    src = ("#define SETUP(dev) int warpSize = getWarpSizeCurrentDevice(); launch(warpSize, prop.warpSize)\n"
+           "#define HALF_WARP (warpSize / 2)\n")
+    out = fixed(src, "k.cu", family="warp_size")
+    assert "int warpSize = getWarpSizeCurrentDevice(); launch(warpSize, prop.warpSize)" in out
+    assert "int 32" not in out and "int PORTER_LOGICAL_WARP" not in out
+    assert "#define HALF_WARP (PORTER_LOGICAL_WARP / 2)" in out
+
+
+def test_host_locals_and_parameters_named_warpsize_are_not_reported() -> None:
+    src = ("int blocks(int n, int warpSize) { return (n + warpSize - 1) / warpSize; }\n"
+           "int threads(int n) { int warpSize = query(); int w = warpSize * 4; return w; }\n"
+           "__device__ int lanes(int warpSize) { return threadIdx.x % warpSize; }\n")
+    assert _codes(src) == []
+    assert fixed(src, "k.cu", family="warp_size") == src
+
+
+def test_device_builtin_warpsize_is_still_rewritten_next_to_a_shadowing_function() -> None:
+    src = ("__device__ int a(int warpSize) { return warpSize; }\n"
+           "__device__ int b() { return warpSize; }\n")
+    out = fixed(src, "k.cu", family="warp_size")
+    assert "int a(int warpSize) { return warpSize; }" in out and "int b() { return PORTER_LOGICAL_WARP; }" in out
+
+
+# -- 3. unevaluated #if branches ------------------------------------------------------------------------
+PORTED = """\
+#pragma once
+#if defined(USE_ROCM) || defined(__HIP_PLATFORM_AMD__)
+#define PROJ_HIP 1
+#endif
+#ifndef PROJ_HIP
+template <typename T>
+__device__ inline T shuffle_xor(T val, int offset) { return __shfl_xor_sync(uint32_t(-1), val, offset); }
+#define WARP_THREADS 32
+#else
+template <typename T>
+__device__ inline T shuffle_xor(T val, int offset) { return __shfl_xor(val, offset); }
+#define WARP_THREADS 64
+#endif
+template <typename T>
+__device__ T block_sum(T v, T* shared) {
+  for (int o = WARP_THREADS / 2; o > 0; o /= 2) v += shuffle_xor(v, o);
+  int lane = threadIdx.x % WARP_THREADS;
+  int wid = threadIdx.x / WARP_THREADS;
+  if (lane == 0) shared[wid] = v;
+  __syncthreads();
+#if defined(__HIPCC__)
+  if (__any(v != 0)) v = shared[0];
+#else
+  if (__any_sync(0xffffffff, v != 0)) v = shared[0];
+#endif
+  return v;
+}
+"""
+
+
+def test_scan_evaluates_both_targets_and_derived_project_macros() -> None:
+    sc = scan(PORTED)
+    lines = PORTED.splitlines()
+    cuda_line = next(i for i, ln in enumerate(lines) if "uint32_t(-1)" in ln)
+    hip_line = next(i for i, ln in enumerate(lines) if "__shfl_xor(val" in ln)
+    both = next(i for i, ln in enumerate(lines) if "int lane" in ln)
+    assert sc.status[cuda_line] == {CUDA: 1, HIP: 0}
+    assert sc.status[hip_line] == {CUDA: 0, HIP: 1}
+    assert sc.status[both] == {CUDA: 1, HIP: 1}
+    assert sc.view(HIP)["WARP_THREADS"] == "64" and sc.view(CUDA)["WARP_THREADS"] == "32"
+    masked, _ = mask(PORTED)
+    assert len(masked) == len(PORTED) and "__shfl_xor" not in masked and "int lane" in masked
+
+
+def test_already_ported_tree_is_clean_and_its_hip_code_unchanged() -> None:
+    assert _actionable(PORTED, "common.cuh") == []
+    assert fixed(PORTED, "common.cuh", family="warp_size", unsafe=True) == PORTED
+
+
+def test_unknown_conditions_keep_both_branches() -> None:
+    src = ("#ifndef GUARD_H\n#define GUARD_H\n#if SOME_FLAG\n__device__ float f(float v) "
+           "{ return __shfl_xor_sync(0xffffffff, v, 1); }\n#endif\n#endif\n")
+    assert _codes(src) == ["PRT501"]
+
+
+def test_cuda_arch_only_code_is_not_a_hip_hazard_but_cudacc_code_is() -> None:
+    src = ("__device__ float f(float v) {\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+           "  return __shfl_xor_sync(0xffffffff, v, 1);\n#else\n  return v;\n#endif\n}\n"
+           "#ifdef __CUDACC__\n__device__ float g(float v) { return __shfl_sync(0xffffffff, v, 0); }\n#endif\n")
+    got = findings(src, "k.cu", family="warp_size")
+    assert [(f.code, f.line) for f in got] == [("PRT501", 9)]  # HIPify renames __CUDACC__ to __HIPCC__
+
+
+def test_hip_branch_mistakes_that_are_wrong_at_any_width_are_still_reported() -> None:
+    src = ("#ifdef __HIP_PLATFORM_AMD__\n#define SHFL_DOWN(v, o) __shfl_down(0xffffffff, v, o)\n"
+           "#define WS warpSize\n#else\n#define SHFL_DOWN(v, o) __shfl_down_sync(0xffffffff, v, o)\n#define WS 32\n"
+           "#endif\n")
+    got = findings(src, "k.cu", family="warp_size")
+    assert sorted((f.code, f.line) for f in got) == [("PRT511", 3), ("PRT515", 2)]
+    assert all(not f.edits for f in got)
+
+
+# -- 5. shuffle classification ----------------------------------------------------------------------------
+def test_legacy_shuffle_with_explicit_width_is_not_width_less() -> None:
+    src = ("__device__ float f(float v, int w) {\n  v += __shfl(v, 0, 16);\n  v += __shfl_down(v, 1, w);\n"
+           "  v += __shfl_up(v, 1, 32);\n  return v;\n}\n")
+    assert _codes(src) == []
+
+
+def test_legacy_shuffle_with_a_wavefront_width_is_flagged_not_pinned() -> None:
+    src = "__device__ float f(float v) { return __shfl(v, 0, 64); }\n"
+    got = findings(src, "k.cu", family="warp_size")
+    assert [f.code for f in got] == ["PRT508"] and not got[0].edits
+
+
+@pytest.mark.parametrize("body", [
+    "s |= __shfl_xor(s, 1); s |= __shfl_xor(s, 2);",
+    "for (int i = 1; i < 32; i <<= 1) s += __shfl_xor(s, i);",
+    "for (int i = 16; i > 0; i >>= 1) s += __shfl_xor(s, i);",
+    "for (int i = 0; i < 5; ++i) s += __shfl_xor(s, 1 << i);",
+])
+def test_small_xor_butterflies_never_cross_a_logical_warp(body: str) -> None:
+    src = f"__device__ unsigned f(unsigned s) {{\n  {body}\n  return s;\n}}\n"
+    assert _actionable(src) == []
+
+
+def test_xor_with_a_computed_mask_only_needs_the_mask_converted() -> None:
+    src = "__device__ unsigned f(unsigned s, unsigned m) { return s | __shfl_xor_sync(m, s, 2); }\n"
+    got = findings(src, "k.cu", family="warp_size")
+    assert [f.code for f in got] == ["PRT508"] and "crosses" not in got[0].message
+    assert "porter_shfl_xor_sync(m, s, 2)" in fixed(src, "k.cu", family="warp_size")
+
+
+def test_a_wide_xor_or_a_broadcast_is_still_reported() -> None:
+    src = "__device__ float f(float v) { return __shfl_xor(v, 32) + __shfl(v, 0); }\n"
+    assert _codes(src) == ["PRT508", "PRT508"]
+
+
+def test_informational_findings_are_benign_info_without_effort() -> None:
+    src = ("__global__ void k(float* x) {\n  int lane = threadIdx.x % 32;\n  float v = x[threadIdx.x];\n"
+           "  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffff, v, o);\n  x[lane] = v;\n}\n")
+    got = {f.code: f for f in findings(src, "k.cu", family="warp_size")}
+    for code in ("PRT504", "PRT505"):
+        assert got[code].category == Category.BENIGN and got[code].severity == Severity.INFO, code
+        assert got[code].effort_hours == 0.0
+    assert got["PRT501"].category is None  # the rule's own class: work to do
+
+
+# -- 6. misses ---------------------------------------------------------------------------------------------
+def test_float_warp_divisor_and_shift_loops_are_found() -> None:
+    src = ("__global__ void k(float* x) {\n  float v = x[threadIdx.x];\n"
+           "  for (int i = 0; i < 5; ++i) v += __shfl_down_sync(0xffffffff, v, 1 << i);\n"
+           "  int nw = (int)ceilf(blockDim.x / 32.f);\n  x[0] = v * nw;\n}\n")
+    got = [(f.code, f.line) for f in findings(src, "k.cu", family="warp_size")]
+    assert ("PRT504", 3) in got and ("PRT506", 4) in got
+
+
+# -- 7. hazards no logical strategy removes -----------------------------------------------------------------
+@pytest.mark.parametrize("check", [
+    "TORCH_CHECK(prop.warpSize == 32, \"needs 32-lane warps\");",
+    "assert(warpSize == 32);",
+    "if (props->warpSize != 32) return;",
+])
+def test_host_checks_pinning_the_warp_size_are_flagged(check: str) -> None:
+    src = (f"void setup(int dev) {{\n  cudaDeviceProp prop; cudaDeviceProp* props = &prop; int warpSize = "
+           f"prop.warpSize;\n  {check}\n}}\n")
+    got = findings(src, "launch.cu", family="warp_size")
+    assert [(f.code, f.line) for f in got] == [("PRT510", 3)] and not got[0].edits
+
+
+def test_host_comparison_of_unrelated_names_is_not_a_warp_check() -> None:
+    src = "void setup(int n) { int ws = n; if (ws == 32) run(); }\n"
+    assert _codes(src) == []
+
+
+def test_user_overload_named_like_an_intrinsic_is_flagged_and_its_body_left_alone() -> None:
+    src = ("__device__ __half __shfl_up_sync(const unsigned mask, const __half var, const unsigned delta) {\n"
+           "  return __shfl_up_sync(mask, (float)var, delta);\n}\n"
+           "__device__ at::Half __shfl_down_sync(const warp_mask_t mask, const at::Half var, unsigned d) {\n"
+           "  return __shfl_down_sync(mask, var.operator __half(), d);\n}\n")
+    got = findings(src, "k.cu", family="warp_size")
+    assert [(f.code, f.line) for f in got] == [("PRT524", 1)]
+    assert fixed(src, "k.cu", family="warp_size") == src
+
+
+def test_cub_physical_width_is_flagged() -> None:
+    src = ("#include <cub/cub.cuh>\n__global__ void k(float* x) {\n"
+           "  typedef cub::BlockReduce<float, 32> BR;\n  __shared__ typename BR::TempStorage t;\n"
+           "  if (CUB_WARP_THREADS(0) == 32) x[0] = BR(t).Sum(x[threadIdx.x]);\n}\n")
+    got = [(f.code, f.line) for f in findings(src, "k.cu", family="warp_size")]
+    assert ("PRT525", 3) in got and ("PRT525", 5) in got
+    ok = src.replace("<float, 32>", "<float, 256>").replace("CUB_WARP_THREADS(0) == 32", "true")
+    assert "PRT525" not in _codes(ok)
+
+
+def test_inline_ptx_lane_ids_are_flagged_not_patched() -> None:
+    src = ("__device__ unsigned lane() { unsigned r; asm volatile(\"mov.u32 %0, %%laneid;\" : \"=r\"(r)); "
+           "return r; }\n__device__ unsigned lt() { unsigned r; asm(\"mov.u32 %0, %%lanemask_lt;\" : \"=r\"(r)); "
+           "return r; }\n")
+    got = findings(src, "k.cu", family="warp_size")
+    assert [f.code for f in got] == ["PRT518", "PRT518"] and all(not f.edits for f in got)

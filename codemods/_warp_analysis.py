@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import tree_sitter_cuda
@@ -134,8 +135,9 @@ class Analyser:
     CUDA-only branches and human-written HIP branches are blanked, offsets unchanged."""
 
     def __init__(self, text: str, strategy: str = LOGICAL, cache: dict | None = None,
-                 scan: Scan | None = None) -> None:
+                 scan: Scan | None = None, shims: frozenset[str] = frozenset()) -> None:
         self.text = text
+        self.shims = shims  # intrinsic names the repo itself defines as macros for HIP
         self.strategy = strategy
         self.data = text.encode("utf-8", "surrogatepass")
         self.ascii = len(self.data) == len(text)
@@ -368,7 +370,7 @@ class Analyser:
             for name, (_ps, body) in self.sym.fn_macros.items():
                 if name in self.macro_raw:
                     continue
-                if RAW_WARP_CALL.search(body) or any(
+                if self._raw_call(body) or any(
                     m in self.macro_raw for m in re.findall(r"([A-Za-z_]\w*)\s*\(", body)
                 ):
                     self.macro_raw.add(name)
@@ -406,7 +408,7 @@ class Analyser:
         raw_names: set[str] = set()
         for f in self.funcs:
             called = set(re.findall(r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*>)?\s*\(", f.text))
-            if RAW_WARP_CALL.search(f.text) or called & (self.macro_raw | set(self.aliases)):
+            if self._raw_call(f.text) or called & (self.macro_raw | set(self.aliases)):
                 f.raw_warp = True
                 raw_names.add(f.name)
             if PTX_MMA.search(f.text) or re.search(r"\bwmma::|\bnvcuda::wmma", f.text):
@@ -464,6 +466,12 @@ class Analyser:
                     if TAINT_SOURCE.search(vt) or set(_IDENT.findall(vt)) & names:
                         names.add(self.t(dn))
         f.taint = names
+
+    def _raw_call(self, text: str) -> bool:
+        """A raw warp intrinsic call in ``text`` that is not one of the repository's own HIP shims."""
+        if not self.shims:
+            return bool(RAW_WARP_CALL.search(text))
+        return any(m.group(0).split("(")[0].strip() not in self.shims for m in RAW_WARP_CALL.finditer(text))
 
     def func_at(self, byte: int) -> Func | None:
         """The innermost function containing ``byte`` (functions sorted by start; nesting is shallow)."""
@@ -539,6 +547,8 @@ class Analyser:
             name, fnode = self._callee(call)
             if fnode is None:
                 continue
+            if name in self.shims:
+                continue  # the repo's own HIP shim handles it (e.g. a vendor header's maskless macros)
             args = self._args(call)
             f = self.func_at(call.start_byte)
             if name in self.aliases:  # reported through the alias, not patched (it may differ per platform)
@@ -1180,6 +1190,9 @@ class Analyser:
             ct = self.t(cond)
             if not self.tainted(ct, f):
                 continue
+            if re.search(r"\bthreadIdx\.[yz]\b", ct) and not self.tainted(
+                    re.sub(r"\bthreadIdx\.[yz]\b", "0", ct), f):
+                continue  # only the y/z thread index: whole rows of threadIdx.x, i.e. whole warps
             # whole-warp conditions keep every lane of a logical warp together
             warp_const = r"(?:32|\w*WARP\w*|warpSize|\w*[Ww]arp[Ss]ize\w*)"
             if re.fullmatch(rf"\(\s*[\w.]+\s*<\s*{warp_const}\s*\)", ct) or re.search(
@@ -1188,7 +1201,7 @@ class Analyser:
                 continue
             tt = self.t(then)
             called = set(re.findall(r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*>)?\s*\(", tt))
-            if RAW_WARP_CALL.search(tt) or PORTER_COLLECTIVE.search(tt) or called & (
+            if self._raw_call(tt) or PORTER_COLLECTIVE.search(tt) or called & (
                 self.collective_names | self.macro_raw
             ):
                 self.site("PRT517", node, f"warp collective under a lane-dependent branch `if {ct}`: lanes outside "
@@ -1264,10 +1277,15 @@ class Analyser:
         call = re.compile(r"\b(__shfl(?:_up|_down|_xor)?_sync|__ballot_sync|__any_sync|__all_sync|"
                           r"__shfl(?:_up|_down|_xor)?|__syncwarp|__activemask)\s*\(")
         for v in bodies:
+            owner = v.parent.child_by_field_name("name") if v.parent is not None else None
+            if owner is not None and self._INTRINSIC_NAMES.match(self.t(owner)):
+                continue  # the repository's own shim of a warp intrinsic (reported once, see PRT524)
             body = self.t(v)
             base = self.c(v.start_byte)
             for m in call.finditer(body):
                 name = m.group(1)
+                if name in self.shims:
+                    continue
                 args = _split_args(body, m.end())
                 if args is None:
                     continue
@@ -1287,6 +1305,8 @@ class Analyser:
                         self.site("PRT508", (a_start, a_end), f"`{name}` in a macro body without porter's width.",
                                   edits, Applicability.SAFE, header=True)
                 elif name in SHUFFLES_LEGACY:
+                    if len(args) >= 3 and not mask_full:
+                        continue  # explicit width (a shim that forwards the caller's width)
                     if mask_full and len(args) >= 3:
                         edits = [(base + m.start(1), base + m.end(1), f"porter_{SHUFFLES_LEGACY[name]}"),
                                  (base + first[1], base + args[1][1], "")]
@@ -1341,6 +1361,7 @@ class Analyser:
         and device ``C10_WARP_SIZE`` (64 on gfx9 under ROCm torch) make a loop bound or lane
         arithmetic wavefront-wide on AMD: width-32 helpers would then reduce only half of it.
         """
+        self._arch_functions()
         spans: list[tuple[int, int, str]] = []
         for f in self.funcs:
             if f.kind == "host":
@@ -1375,6 +1396,28 @@ class Analyser:
                               "(PORTER_WARP_SIZE) or by hand.")
                 s.edits, s.fix, s.needs_header = [], Applicability.NONE, False
                 break
+
+    def _arch_functions(self) -> None:
+        """Warp-size functions that return 64 on a HIP path (`#if ... __GFX9__ ... return 64`)."""
+        if self.scan is None:
+            return
+        original = getattr(self, "original", self.text)
+        starts = [0]
+        for line in self.scan.lines:
+            starts.append(starts[-1] + len(line))
+        for f in self.funcs:
+            if not re.search(r"warp|wave", f.name, re.I):
+                continue
+            a, b = self.c(f.start), self.c(f.end)
+            first = bisect.bisect_right(starts, a) - 1
+            last = bisect.bisect_right(starts, b) - 1
+            for i in range(max(first, 0), min(last + 1, len(self.scan.lines))):
+                if self.scan.status[i][HIP] != 0 and re.search(
+                        r"\breturn\s+\(?\s*(?:64|warpSize|__AMDGCN_WAVEFRONT_SIZE\w*)\b", original[starts[i]:starts[i + 1]]):
+                    self.hsym.defines.setdefault(f.name, "64")
+                    self.sym.defines.setdefault(f.name, "32")
+                    self.__dict__.get("_arch_cache", {}).pop(f.name, None)
+                    break
 
     _WS_NAME = re.compile(r"^(?:warpSize|warp_?size|WARP_?SIZE|kWarpSize|warpsize|ws)$")
 
@@ -1508,9 +1551,12 @@ def _split_args(text: str, pos: int) -> list[tuple[str, int, int]] | None:
     return None
 
 
-def analyse(text: str, strategy: str = LOGICAL, cache: dict | None = None) -> Analyser:
-    masked, sc = mask(text)
-    a = Analyser(masked, strategy, cache if masked is text else None, sc)
+def analyse(text: str, strategy: str = LOGICAL, cache: dict | None = None,
+            shims: frozenset[str] = frozenset(), known: Mapping[str, str] | None = None) -> Analyser:
+    """Analyse ``text``; ``shims`` are warp intrinsics the repository redefines for HIP itself,
+    ``known`` the macros its headers define on one platform only (see ``_warp_preproc.scan``)."""
+    masked, sc = mask(text, known=known)
+    a = Analyser(masked, strategy, cache if masked is text else None, sc, shims)
     a.original = text
     a.run()
     return a

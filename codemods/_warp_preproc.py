@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 CUDA = "cuda"
@@ -116,15 +117,23 @@ def _strip_comments(s: str) -> str:
 class _Eval:
     """Tri-state evaluation of one #if expression in one configuration."""
 
-    def __init__(self, config: str, macros: dict[str, tuple[bool | None, str | None]]) -> None:
+    def __init__(self, config: str, macros: dict[str, tuple[bool | None, str | None]],
+                 known: Mapping[str, str] | None = None) -> None:
         self.config = config
         self.macros = macros  # name -> (defined: True/False/None, body)
+        self.known = known or {}  # macros other headers define on one platform only: name -> config
+
+    def _known(self, name: str) -> tuple[bool, int | None] | None:
+        where = self.known.get(name)
+        if where is None:
+            return None
+        return (False, 0) if where != self.config else None
 
     def defined(self, name: str) -> int | None:
         if name in self.macros:
             d = self.macros[name][0]
             return None if d is None else int(d)
-        b = _builtin(name, self.config)
+        b = _builtin(name, self.config) or self._known(name)
         return None if b is None else int(b[0])
 
     def value(self, name: str, depth: int = 0) -> int | None:
@@ -137,7 +146,7 @@ class _Eval:
             if not body.strip():
                 return None
             return self.expr(body, depth + 1)
-        b = _builtin(name, self.config)
+        b = _builtin(name, self.config) or self._known(name)
         if b is None:
             return None
         return b[1] if b[0] else 0
@@ -297,7 +306,9 @@ def _or(a: int | None, b: int | None) -> int | None:
     return 0
 
 
-def scan(text: str) -> Scan:
+def scan(text: str, known: Mapping[str, str] | None = None) -> Scan:
+    """Evaluate every conditional of ``text``; ``known`` maps macros that other headers of the
+    repository define on one platform only (``"cuda"`` or ``"hip"``) to that platform."""
     lines = _logical_lines(text)
     status: list[dict[str, int | None]] = []
     out = Scan(lines, status)
@@ -325,7 +336,7 @@ def scan(text: str) -> Scan:
         span = range(first, i + 1)
 
         def cond_of(config: str, kind: str = kind, rest: str = rest) -> int | None:
-            ev = _Eval(config, macros[config])
+            ev = _Eval(config, macros[config], known)
             if kind in ("ifdef", "elifdef", "ifndef", "elifndef"):
                 name = rest.split()[0] if rest.split() else ""
                 v = ev.defined(name) if name else None
@@ -409,9 +420,9 @@ def _blank(s: str) -> str:
                    "surrogatepass")), ch)) for ch in s)
 
 
-def mask(text: str, sc: Scan | None = None) -> tuple[str, Scan]:
+def mask(text: str, sc: Scan | None = None, known: Mapping[str, str] | None = None) -> tuple[str, Scan]:
     """``text`` with the lines not compiled by both targets blanked (offsets unchanged)."""
-    sc = sc or scan(text)
+    sc = sc or scan(text, known)
     if not sc.has_platform_branches:
         return text, sc
     out = []

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
 import libcst as cst
 
@@ -33,6 +35,7 @@ from porter.findings import Applicability, Category, Edit, Finding, Severity
 from porter.framework import Family, FileContext, PyVisitor, rule
 
 from ._warp_analysis import HEADER, LOGICAL, PHYSICAL, Analyser, Site, analyse
+from ._warp_preproc import CUDA, HIP, scan
 
 NAME = "warp_size"
 
@@ -205,16 +208,66 @@ def _strategy(ctx: FileContext) -> str:
     return PHYSICAL if s == PHYSICAL else LOGICAL
 
 
+SHIMS_FACT = "warp_hip_shims"
+PLATFORM_FACT = "warp_platform_macros"
+_PLATFORM_HINT = re.compile(rb"HIP|ROCM|__CUDA_ARCH__|__NVCC__|_sync\s*\(")
+_SHIM_DEF = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+(__shfl(?:_up|_down|_xor)?_sync|__ballot_sync|__any_sync|__all_sync|"
+                       rb"__activemask|__syncwarp)[ \t]*\(", re.M)
+
+
+def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
+    """Repository-wide facts for the per-file analysis, from its headers (first 1 MiB of each,
+    never followed out of ``root``):
+
+    - warp intrinsics the repository redefines as macros (ggml's ``vendors/hip.h``): calls to
+      them are the repository's own port, neither reported nor rewritten;
+    - macros a header defines on one platform only (``#if !defined(GGML_USE_HIP) ...
+      #define TURING_MMA_AVAILABLE``): other files' ``#ifdef`` on them select that platform.
+    """
+    names: set[str] = set()
+    where: dict[str, set[str]] = {}
+    for rel in relpaths:
+        if not rel.endswith((".h", ".cuh", ".hpp", ".hh", ".hxx", ".inl")):
+            continue
+        path = root / rel
+        try:
+            if path.is_symlink() or not path.is_file():
+                continue
+            with open(path, "rb") as fh:
+                data = fh.read(1 << 20)
+        except OSError:
+            continue
+        if b"#" not in data or not _PLATFORM_HINT.search(data):
+            continue
+        text = data.decode("utf-8", "replace")
+        sc = scan(text)
+        for i, line in enumerate(sc.lines):
+            m = _SHIM_DEF.match(line.encode("utf-8", "replace"))
+            if m and sc.status[i][HIP] != 0:
+                names.add(m.group(1).decode())
+        for d in sc.defines:
+            where.setdefault(d.name, set()).update(c for c in (CUDA, HIP) if d.active[c] != 0)
+    out: dict[str, tuple] = {}
+    if names:
+        out[SHIMS_FACT] = tuple(sorted(names))
+    one = tuple(sorted((n, next(iter(c))) for n, c in where.items() if len(c) == 1))
+    if one:
+        out[PLATFORM_FACT] = one
+    return out
+
+
 def check_cuda(ctx: FileContext) -> list[Finding]:
     if posixpath.basename(ctx.relpath) == HEADER:
         return []  # porter's own header: its raw intrinsics are the implementation
     strategy = _strategy(ctx)
-    a = analyse(ctx.text, strategy, ctx.cache)
+    shims = frozenset(ctx.facts.extra.get(SHIMS_FACT, ()))
+    known = dict(ctx.facts.extra.get(PLATFORM_FACT, ()))
+    a = analyse(ctx.text, strategy, ctx.cache, shims, known)
     extra: list[Finding] = []
     if strategy == PHYSICAL and a.physical_blockers:
         byte, why = a.physical_blockers[0]
         pos = a.c(byte)
-        a = analyse(ctx.text, LOGICAL, ctx.cache)
+        a = analyse(ctx.text, LOGICAL, ctx.cache, shims, known)
         extra.append(ctx.finding("PRT523", f"physical warp strategy not applied to this file ({why} at line "
                                  f"{ctx.position(pos)[0]}); porter used the logical 32-lane warp instead.", pos, pos))
     return extra + _to_findings(ctx, a.sites, a)
@@ -313,6 +366,7 @@ FAMILY = Family(
     tokens=_CUDA_TOKENS + _PY_TOKENS,
     python=WarpPyVisitor,
     checkers={"cuda": check_cuda},
+    repo_facts=repo_facts,
     description="Routes raw warp shuffles, votes and `__syncwarp` through `porter_warp.h` (added next to the "
     "patched file) so that a warp stays 32 lanes on every target: explicit width 32 on shuffles, votes "
     "restricted to the caller's 32-lane half of a 64-lane wavefront, 64-bit masks where HIP needs them. On CUDA "

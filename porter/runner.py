@@ -368,7 +368,23 @@ def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | No
     if settings is not None and settings.target_torch:
         pins["torch"] = f"=={settings.target_torch}"
     existing = frozenset(r.relpath for r in refs)
-    return RepoFacts(pins=pins, manifests=tuple(sorted(manifest_texts)), extra={"existing_files": existing})
+    extra: dict[str, Any] = {"existing_files": existing}
+    for fam in registry.families():
+        if fam.repo_facts is None or (settings is not None and not _family_selected(fam, settings)):
+            continue
+        rels = [r.relpath for r in refs if r.language in fam.languages]
+        try:
+            extra.update(fam.repo_facts(root, rels))
+        except Exception:  # noqa: BLE001 - a failing pre-scan must not stop the run
+            continue
+    return RepoFacts(pins=pins, manifests=tuple(sorted(manifest_texts)), extra=extra)
+
+
+def _family_selected(fam: Any, settings: Settings) -> bool:
+    try:
+        return any(settings.is_enabled(r.code) for r in fam.rules)
+    except AttributeError:
+        return True
 
 
 def _os_threads() -> int:
@@ -462,7 +478,9 @@ def run(
     cache = None
     if mode == "audit" and cache_on:
         key = hashlib.blake2b(
-            (settings.fingerprint() + repr(sorted(facts.pins.items()))).encode(), digest_size=8
+            (settings.fingerprint() + repr(sorted(facts.pins.items()))
+             + repr(sorted((k, v) for k, v in facts.extra.items() if k != "existing_files"))).encode(),
+            digest_size=8
         ).hexdigest()
         cache = Cache(root / settings.cache_dir, key)
     phase1 = [r for r in found.files if not is_manifest(r)]

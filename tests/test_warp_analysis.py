@@ -285,3 +285,54 @@ def test_inline_ptx_lane_ids_are_flagged_not_patched() -> None:
            "return r; }\n")
     got = findings(src, "k.cu", family="warp_size")
     assert [f.code for f in got] == ["PRT518", "PRT518"] and all(not f.edits for f in got)
+
+
+# -- repository-wide facts: a vendor header's HIP shims and platform-only macros ---------------------------
+def test_repo_facts_find_hip_shims_and_platform_macros(tmp_path) -> None:
+    from porter.codemods.warp_size import PLATFORM_FACT, SHIMS_FACT, repo_facts
+
+    (tmp_path / "vendors").mkdir()
+    (tmp_path / "vendors" / "hip.h").write_text(
+        "#define __shfl_xor_sync(mask, var, m, width) __shfl_xor(var, m, width)\n"
+        "#define __any_sync(mask, var) __any(var)\n")
+    (tmp_path / "common.cuh").write_text(
+        "#if defined(PROJ_USE_HIP)\n#include \"vendors/hip.h\"\n#endif\n"
+        "#if !defined(PROJ_USE_HIP) && __CUDA_ARCH__ >= 750\n#define NV_MMA_OK\n#endif\n")
+    (tmp_path / "k.cu").write_text("#define __shfl_sync(m, v, l) no\n")  # not a header: not read
+    facts = repo_facts(tmp_path, ["vendors/hip.h", "common.cuh", "k.cu"])
+    assert facts[SHIMS_FACT] == ("__any_sync", "__shfl_xor_sync")
+    assert ("NV_MMA_OK", "cuda") in facts[PLATFORM_FACT]
+
+
+def test_an_already_ported_tree_through_a_vendor_header_comes_out_clean(tmp_path) -> None:
+    from porter.config import Settings
+    from porter.runner import run
+
+    (tmp_path / "vendors").mkdir()
+    (tmp_path / "vendors" / "hip.h").write_text(
+        "#define __shfl_xor_sync(mask, var, m, width) __shfl_xor(var, m, width)\n"
+        "#define __all_sync(mask, var) __all(var)\n")
+    (tmp_path / "common.cuh").write_text(
+        "#pragma once\n#if defined(PROJ_USE_HIP)\n#include \"vendors/hip.h\"\n#endif\n#define WARP_SIZE 32\n"
+        "#if !defined(PROJ_USE_HIP) && __CUDA_ARCH__ >= 800\n#define NV_MMA_OK\n#endif\n"
+        "static constexpr __device__ int physical_warp_size() {\n#if defined(PROJ_USE_HIP) && defined(__GFX9__)\n"
+        "  return 64;\n#else\n  return 32;\n#endif\n}\n"
+        "template <int width = WARP_SIZE>\n__device__ float warp_sum(float x) {\n"
+        "  for (int o = width / 2; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffff, x, o, width);\n"
+        "  return x;\n}\n"
+        "template <int width>\n__device__ bool warp_all(bool x) {\n"
+        "  if (width == physical_warp_size()) return __all_sync(0xffffffff, x);\n"
+        "  for (int o = width / 2; o > 0; o >>= 1) x = __shfl_xor_sync(0xffffffff, x, o, width) && x;\n"
+        "  return x;\n}\n"
+        "__device__ void tile_mma(int* d) {\n#ifdef NV_MMA_OK\n"
+        "  asm(\"mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0}, {%1}, {%2}, {%0};\" : \"+r\"(d[0]) "
+        ": \"r\"(d[1]), \"r\"(d[2]));\n#endif\n}\n")
+    settings = Settings(select=("PRT5",))
+    res = run(tmp_path, [tmp_path], settings, "audit", jobs=1, use_cache=False)
+    got = [f for r in res.files for f in r.findings]
+    assert [f.code for f in got if f.severity != Severity.INFO] == []
+    # without the repository facts the same file would be patched (and the vote halved)
+    alone = findings((tmp_path / "common.cuh").read_text(), "common.cuh", family="warp_size")
+    assert "PRT501" in [f.code for f in alone]
+    vote = next(f for f in alone if "__all_sync" in f.message)
+    assert not vote.edits  # physical_warp_size() returns 64 on a HIP path: never pinned to 32 lanes

@@ -404,7 +404,7 @@ class Analyser:
                 kind = "host"
             body = node.child_by_field_name("body")
             self.funcs.append(Func(node, node.start_byte, node.end_byte, name.split("::")[-1], kind,
-                                   self.t(body) if body is not None else ""))
+                                   _uncomment(self.t(body)) if body is not None else ""))
         raw_names: set[str] = set()
         for f in self.funcs:
             called = set(re.findall(r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*>)?\s*\(", f.text))
@@ -799,11 +799,21 @@ class Analyser:
             f = self.func_at(d.start_byte)
             txt = self.t(d)
             # H2: 32-bit storage of a ballot
-            if re.fullmatch(r"(?:unsigned(?:\s+int)?|uint32_t|int|int32_t|unsigned\s+long)", tytext.strip()):
+            if re.fullmatch(r"(?:unsigned(?:\s+int)?|uint32_t|int|int32_t|unsigned\s+long|uint)", tytext.strip()):
                 for child in d.children:
                     if child.type != "init_declarator":
                         continue
                     v = child.child_by_field_name("value")
+                    cg = re.search(r"\b(\w+)\s*\.\s*ballot\s*\(", self.t(v)) if v is not None else None
+                    if cg and f is not None and re.search(
+                            rf"coalesced_group\s+{re.escape(cg.group(1))}\b|\b{re.escape(cg.group(1))}\s*=\s*"
+                            r"(?:\w+::)*coalesced_threads\s*\(", self.t(f.node)):
+                        self.site("PRT502", d, f"ballot of the coalesced group `{cg.group(1)}` stored in `{tytext}`: "
+                                  "on HIP a coalesced group spans the 64-lane wavefront and its ballot is 64-bit, so "
+                                  "lanes 32..63 are dropped (and a 32-bit popcount undercounts). Use a 64-bit mask "
+                                  "(porter_lanemask_t) and porter_popc by hand; porter's logical rewrite does not "
+                                  "cover cooperative groups.")
+                        continue
                     if v is None or not (re.search(r"\b(?:__ballot(?:_sync)?|__activemask|__match_any_sync)\s*\(",
                                                    self.t(v)) or self._calls_wrapper(self.t(v))):
                         continue
@@ -1522,6 +1532,15 @@ class Analyser:
                     s.fix = Applicability.NONE
                     s.needs_header = False
                     s.message += " (not patched: MMA fragment code in this function)"
+
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"", re.S)
+
+
+def _uncomment(text: str) -> str:
+    """``text`` with comments blanked (same length; string literals kept)."""
+    return _COMMENT.sub(lambda m: m.group(0) if m.group(0).startswith('"') else re.sub(r"[^\n]", " ", m.group(0)),
+                        text)
 
 
 def _split_args(text: str, pos: int) -> list[tuple[str, int, int]] | None:

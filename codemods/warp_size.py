@@ -153,7 +153,7 @@ RULES = tuple(
 _CUDA_TOKENS = ("__shfl", "__ballot", "__any", "__all", "__activemask", "__syncwarp", "warpSize",
                 "__AMDGCN_WAVEFRONT_SIZE", "WarpReduce", "WarpScan", "tiled_partition", "__match_", "__reduce_",
                 "laneid", "lanemask", "C10_WARP_SIZE", "mma.sync", "wmma", "__fns", "volatile", "CUB_WARP_THREADS",
-                "BlockReduce", "BlockScan")
+                "BlockReduce", "BlockScan", ".ballot(")
 _PY_TOKENS = ("31) // 32", "num_warps", "warps *")
 
 

@@ -336,3 +336,19 @@ def test_an_already_ported_tree_through_a_vendor_header_comes_out_clean(tmp_path
     assert "PRT501" in [f.code for f in alone]
     vote = next(f for f in alone if "__all_sync" in f.message)
     assert not vote.edits  # physical_warp_size() returns 64 on a HIP path: never pinned to 32 lanes
+
+
+def test_coalesced_group_ballot_in_32_bits_is_flagged() -> None:
+    src = ("namespace cg = cooperative_groups;\n__global__ void k(int* n, bool done) {\n"
+           "  cg::coalesced_group warp = cg::coalesced_threads();\n  uint bits = warp.ballot(done);\n"
+           "  if (warp.thread_rank() == 0) atomicAdd(n, __popc(bits));\n}\n")
+    got = findings(src, "k.cu", family="warp_size")
+    assert [(f.code, f.line) for f in got] == [("PRT502", 4)] and not got[0].edits
+    assert _codes(src.replace("uint bits", "unsigned long long bits")) == []
+
+
+def test_commented_out_warp_code_does_not_make_a_file_warp_collective() -> None:
+    src = ("const int THREADS_X = 32;\n__global__ void k(float* x) {\n"
+           "  // acc += __shfl_down_sync(0xffffffff, acc, offset);\n  x[threadIdx.x] = 0.f;\n}\n"
+           "void launch(float* x, int dim) { dim3 t(THREADS_X, 8, 1); k<<<(dim + THREADS_X - 1) / THREADS_X, t>>>(x); }\n")
+    assert _codes(src) == []

@@ -183,3 +183,34 @@ def test_physical_strategy_falls_back_when_host_reads_warp_size() -> None:
     s = Settings(select=settings_for("warp_size").select, options=(("warp_size", (("strategy", "physical"),)),))
     got = findings(src, "warp_hazards.cu", settings=s)
     assert any(f.code == "PRT523" for f in got)
+
+
+HALF_KERNEL = """\
+#include <cuda_fp16.h>
+template <typename T>
+__device__ T warp_sum(T v) {
+  for (int o = 16; o > 0; o >>= 1) v = v + __shfl_down_sync(0xffffffff, v, o);
+  return v;
+}
+__global__ void k(__half* h, float* f) {
+  h[threadIdx.x] = __shfl_xor_sync(0xffffffff, h[threadIdx.x], 1);
+  f[threadIdx.x] = warp_sum(f[threadIdx.x]);
+}
+"""
+
+
+@needs_nvcc
+@needs_hipcc
+def test_patched_half_shuffles_compile_on_both_targets(work: Path) -> None:
+    """HIP's shuffles take arithmetic types only: porter's helpers move 16-bit class types as bits."""
+    text, new_files = _patch(HALF_KERNEL, "csrc/half.cu")
+    assert "porter_shfl_xor(h[threadIdx.x], 1)" in text
+    root = work / "half"
+    (root / "csrc").mkdir(parents=True)
+    (root / "csrc" / "half.cu").write_text(text)
+    for path, body in new_files.items():
+        (root / path).write_text(body)
+    res = _nvcc(root / "csrc" / "half.cu", work)
+    assert res.returncode == 0, res.stderr[-3000:]
+    res = _hipcc(_hipify(root, "csrc/half.cu"), work)
+    assert res.returncode == 0, res.stderr[-3000:]

@@ -71,6 +71,7 @@ class Site:
     fix: Applicability = Applicability.NONE
     needs_header: bool = False
     info: bool = False  # consistent under the chosen strategy: reported for review, no work counted
+    work: bool = False  # never informational (a hazard the strategy's rewrite does not cover)
 
 
 @dataclass
@@ -217,7 +218,8 @@ class Analyser:
         self._intrinsic_overloads()
         self._cub_widths()
         for site in self.sites:  # consistent under the logical warp: review notes, not work
-            if (site.code in self._INFO_CODES and self.strategy == LOGICAL or site.code == "PRT519") and not site.edits:
+            if (site.code in self._INFO_CODES and self.strategy == LOGICAL or site.code == "PRT519") and not (
+                    site.edits or site.work):
                 site.info = True
         self._arch_guard()
         self._mma_guard()
@@ -812,7 +814,7 @@ class Analyser:
                                   "on HIP a coalesced group spans the 64-lane wavefront and its ballot is 64-bit, so "
                                   "lanes 32..63 are dropped (and a 32-bit popcount undercounts). Use a 64-bit mask "
                                   "(porter_lanemask_t) and porter_popc by hand; porter's logical rewrite does not "
-                                  "cover cooperative groups.")
+                                  "cover cooperative groups.").work = True
                         continue
                     if v is None or not (re.search(r"\b(?:__ballot(?:_sync)?|__activemask|__match_any_sync)\s*\(",
                                                    self.t(v)) or self._calls_wrapper(self.t(v))):

@@ -344,6 +344,7 @@ def test_coalesced_group_ballot_in_32_bits_is_flagged() -> None:
            "  if (warp.thread_rank() == 0) atomicAdd(n, __popc(bits));\n}\n")
     got = findings(src, "k.cu", family="warp_size")
     assert [(f.code, f.line) for f in got] == [("PRT502", 4)] and not got[0].edits
+    assert got[0].severity != Severity.INFO  # work to do, not a note
     assert _codes(src.replace("uint bits", "unsigned long long bits")) == []
 
 

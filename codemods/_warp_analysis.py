@@ -224,8 +224,25 @@ class Analyser:
         self._arch_guard()
         self._mma_guard()
         self._blanked_wavefront_macros()
+        before = len(self.sites)
         self._hip_only_bugs()
+        if self.strategy == LOGICAL and len(self.sites) == before and self._hand_ported():
+            for site in self.sites:
+                if site.edits:
+                    site.edits, site.fix, site.needs_header = [], Applicability.NONE, False
+                    site.message += (" (not patched: this file already has hand-written HIP/CUDA branches for its "
+                                     "warp code; porter reports what that port left in shared code for review)")
         return self.sites
+
+    _WARPISH = re.compile(r"\b(?:__shfl\w*|__ballot\w*|__any\w*|__all\w*|__activemask|__syncwarp|__lane_id)\s*\(|"
+                          r"\bwarpSize\b|#\s*define\s+\w*(?:WARP|WAVE)\w*")
+
+    def _hand_ported(self) -> bool:
+        """True when branches that only one target compiles hold warp code: a person already ported it."""
+        if self.scan is None or not self.scan.has_platform_branches:
+            return False
+        return any(not self.scan.compiled_by_both(i) and self._WARPISH.search(line)
+                   for i, line in enumerate(self.scan.lines))
 
     def _hip_only_bugs(self) -> None:
         """Human-written HIP branches are not rewritten, but two mistakes there are wrong at any width:

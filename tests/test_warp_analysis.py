@@ -69,9 +69,33 @@ def test_c10_warp_size_in_device_code_blocks_the_pin() -> None:
 
 
 def test_a_constant_32_on_both_targets_is_still_pinned() -> None:
-    src = HIP_WARP_MACRO.replace("#define WARP_SIZE 64", "#define WARP_SIZE 32")
+    src = HIP_WARP_MACRO.replace("#ifdef MY_WITH_HIP\n#define WARP_SIZE 64\n#else\n", "").replace(
+        "#define WARP_SIZE 32\n#endif\n", "#define WARP_SIZE 32\n")
+    assert "#ifdef" not in src
     out = fixed(src, "k.cu", family="warp_size")
     assert "porter_shfl_down(val, offset)" in out
+
+
+PARTLY_PORTED = """\
+#define FULL 0xffffffff
+#define SHFL(a, b, c) __shfl_sync((a), (b), (c))
+#if !defined(USE_ROCM)
+__device__ float warp_sum(unsigned m, float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(m, v, o);
+  return v;
+}
+#endif
+"""
+
+
+def test_leftovers_of_a_hand_port_are_reported_not_rewritten() -> None:
+    got = findings(PARTLY_PORTED, "commands.h", family="warp_size")
+    assert [(f.code, f.line) for f in got] == [("PRT508", 2)] and not got[0].edits
+    assert "already has hand-written HIP/CUDA branches" in got[0].message
+    assert fixed(PARTLY_PORTED, "commands.h", family="warp_size") == PARTLY_PORTED
+    # a wrong hand port (a mask passed to a maskless shuffle) is not taken as a finished one
+    buggy = PARTLY_PORTED.replace("#endif\n", "#else\n#define SHFL_DOWN(v, o) __shfl_down(FULL, v, o)\n#endif\n")
+    assert "porter_shfl_sync((a), (b), (c))" in fixed(buggy, "commands.h", family="warp_size")
 
 
 def test_physical_strategy_still_rewrites_arch_dependent_code() -> None:

@@ -226,7 +226,8 @@ class Analyser:
         self._blanked_wavefront_macros()
         before = len(self.sites)
         self._hip_only_bugs()
-        if self.strategy == LOGICAL and len(self.sites) == before and self._hand_ported():
+        broken = any(site.code == "PRT515" for site in self.sites[before:])  # a port with misplaced arguments
+        if self.strategy == LOGICAL and not broken and self._hand_ported():
             for site in self.sites:
                 if site.edits:
                     site.edits, site.fix, site.needs_header = [], Applicability.NONE, False
@@ -234,11 +235,11 @@ class Analyser:
                                      "warp code; porter reports what that port left in shared code for review)")
         return self.sites
 
-    _WARPISH = re.compile(r"\b(?:__shfl\w*|__ballot\w*|__any\w*|__all\w*|__activemask|__syncwarp|__lane_id)\s*\(|"
-                          r"\bwarpSize\b|#\s*define\s+\w*(?:WARP|WAVE)\w*")
+    _WARPISH = re.compile(r"\b(?:__shfl\w*|__ballot\w*|__any\w*|__all\w*|__activemask|__syncwarp|__lane_id)\s*\(")
 
     def _hand_ported(self) -> bool:
-        """True when branches that only one target compiles hold warp code: a person already ported it."""
+        """True when branches that only one target compiles hold warp collectives: a person already
+        ported them (per-target constants alone do not count: see the arch guard)."""
         if self.scan is None or not self.scan.has_platform_branches:
             return False
         return any(not self.scan.compiled_by_both(i) and self._WARPISH.search(line)
@@ -271,7 +272,7 @@ class Analyser:
                               "a mask as its first argument in a HIP branch: it shuffles the mask constant, with "
                               "the value as delta. Move the arguments into place by hand (human HIP code is not "
                               "rewritten).")
-            for m in re.finditer(r"#\s*define\s+\w+\s+\(?\s*(warpSize)\b", chunk):
+            for m in re.finditer(r"#[ \t]*define[ \t]+\w+[ \t]+[^\n]*?\b(warpSize)\b", chunk):
                 self.site("PRT511", (a + m.start(1), a + m.end(1)), "macro defined as `warpSize` in a HIP branch: "
                           "`warpSize` is not constexpr from ROCm 7.0 (array bounds, template arguments and "
                           "`__launch_bounds__` that use the macro stop compiling) and is 64 in the host pass. Use "
@@ -1405,6 +1406,17 @@ class Analyser:
                 name = self.arch_name(self.t(v))
                 if name:
                     spans.append((self.c(v.start_byte), self.c(v.end_byte), name))
+        shim_spans = []
+        if self.shims:
+            pat = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(self.shims))) + r")\s*\(")
+            shim_spans = [(self.c(f.start), self.c(f.end)) for f in self.funcs if f.kind != "host" and pat.search(f.text)]
+        for s in self.sites:
+            if self.strategy == LOGICAL and s.code in self._PIN_CODES and s.edits and any(
+                    a <= s.start < b for a, b in shim_spans):
+                s.message += (" Not patched: the collectives of this function go through the repository's own HIP "
+                              "shim of the *_sync intrinsics (wavefront-wide there); a 32-lane pin would disagree "
+                              "with them.")
+                s.edits, s.fix, s.needs_header = [], Applicability.NONE, False
         if not spans:
             return
         for s in self.sites:

@@ -377,3 +377,18 @@ def test_commented_out_warp_code_does_not_make_a_file_warp_collective() -> None:
            "  // acc += __shfl_down_sync(0xffffffff, acc, offset);\n  x[threadIdx.x] = 0.f;\n}\n"
            "void launch(float* x, int dim) { dim3 t(THREADS_X, 8, 1); k<<<(dim + THREADS_X - 1) / THREADS_X, t>>>(x); }\n")
     assert _codes(src) == []
+
+
+def test_warpsize_next_to_a_repository_shim_is_not_pinned() -> None:
+    from porter.framework import RepoFacts
+
+    src = ("#include \"compat.cuh\"\n__global__ void k(float* x) {\n  float s = x[threadIdx.x];\n"
+           "  for (int o = warpSize / 2; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffff, s, o);\n  x[0] = s;\n}\n")
+    facts = RepoFacts(extra={"warp_hip_shims": ("__shfl_xor_sync",)})
+    got = findings(src, "k.cu", family="warp_size", facts=facts)
+    assert [f.code for f in got] == ["PRT521"] and not got[0].edits
+    assert fixed(src, "k.cu", family="warp_size", facts=facts) == src
+    # a ROCm-7 warpSize macro in the HIP branch does not make a port "broken": nothing is rewritten
+    ported = "#if defined(USE_ROCM)\n#define NUM_WARPS (1024 / warpSize)\n#else\n#define NUM_WARPS 32\n#endif\n" + src
+    got = findings(ported, "k.cu", family="warp_size", facts=facts)
+    assert sorted(f.code for f in got) == ["PRT511", "PRT521"] and not any(f.edits for f in got)

@@ -1410,6 +1410,9 @@ class Analyser:
         if self.shims:
             pat = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(self.shims))) + r")\s*\(")
             shim_spans = [(self.c(f.start), self.c(f.end)) for f in self.funcs if f.kind != "host" and pat.search(f.text)]
+        if shim_spans:  # device warpSize there is the repository's physical port: consistent, not a hazard
+            self.sites = [s for s in self.sites
+                          if not (s.code == "PRT521" and any(a <= s.start < b for a, b in shim_spans))]
         for s in self.sites:
             if self.strategy == LOGICAL and s.code in self._PIN_CODES and s.edits and any(
                     a <= s.start < b for a, b in shim_spans):
@@ -1513,6 +1516,10 @@ class Analyser:
             if first is None:
                 continue
             ft = self.t(first)
+            pname = first.child_by_field_name("declarator")
+            pn = re.sub(r"[&*\s]", "", self.t(pname)) if pname is not None else ""
+            if not pn or not re.search(rf"\b__\w+_sync\s*\(\s*{re.escape(pn)}\s*,", f.text):
+                continue  # the 32-bit mask never reaches HIP's 64-bit-mask builtins
             if not re.search(r"mask", ft, re.I) or not re.match(
                     r"\s*(?:const\s+)?(?:unsigned(?:\s+int)?|uint32_t|int|unsigned\s+int)\b(?!\s+long)", ft):
                 continue

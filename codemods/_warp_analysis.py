@@ -214,6 +214,7 @@ class Analyser:
         self._launch_bounds()
         self._volatile_trees()
         self._host_warp_vars()
+        self._host_dim3()
         self._host_checks()
         self._intrinsic_overloads()
         self._cub_widths()
@@ -528,7 +529,8 @@ class Analyser:
         return f is not None and f.kind in ("device", "hd")
 
     def file_raw_warp(self) -> bool:
-        return any(f.raw_warp for f in self.funcs) or bool(self.macro_raw)
+        """The file's kernels use raw warp collectives (here, or in a header of the repository it includes)."""
+        return any(f.raw_warp for f in self.funcs) or bool(self.macro_raw) or self.includes_warp
 
     # -- rules ----------------------------------------------------------------------------------------
     def _callee(self, call: Node) -> tuple[str, Node | None]:
@@ -1056,7 +1058,7 @@ class Analyser:
         return False
 
     def _host_geometry(self, b: Node, o: str, rt: str) -> None:
-        if o != "/" or not self.file_raw_warp():
+        if o not in ("/", "%") or not self.file_raw_warp():
             return
         rv = self.sym.value(rt)
         warp_named = any(self.sym.is_warp_name(i) for i in _IDENT.findall(rt))
@@ -1067,6 +1069,8 @@ class Analyser:
         launches = f is not None and "<<<" in f.text
         if not (re.search(r"thread|block|THREAD|BLOCK|CTA|\+\s*31\b|\+\s*\(?\s*\w*WARP", left) or warp_named
                 or launches):
+            return
+        if o == "%" and not re.search(r"thread|block|THREAD|BLOCK", left):
             return
         self.physical_blockers.append((b.start_byte, "host launch geometry in warps"))
         self.site("PRT506", b, f"host geometry `{self.t(b)}` counts 32-lane warps for kernels in this file: consistent "
@@ -1247,6 +1251,27 @@ class Analyser:
             if ids:
                 self.site("PRT519", node, f"`{txt}` scales with the warp constant `{ids[0]}`: if it is ever made "
                           "arch-dependent, launch bounds must use PORTER_WARP_SIZE_MAX (host and device agree).")
+
+    _DIM3_32 = re.compile(r"\bdim3\s+(\w+)\s*(?:=\s*(?:dim3\s*)?)?[({]\s*(32u?|\w*WARP\w*)\s*[,)}]")
+
+    def _host_dim3(self) -> None:
+        """H6 on the host: `dim3 threads(32, k)` / `dim3 t = {32u, k, 1}` for warp-collective kernels."""
+        if not self.file_raw_warp():
+            return
+        for f in self.funcs:
+            if f.kind != "host":
+                continue
+            body = f.node.child_by_field_name("body")
+            if body is None:
+                continue
+            for m in self._DIM3_32.finditer(f.text):
+                if m.group(2) not in ("32", "32u") and self.sym.warp_const(m.group(2)) != 32:
+                    continue
+                a = self.c(body.start_byte) + m.start()
+                self.physical_blockers.append((body.start_byte + m.start(), "host block shape in warps"))
+                self.site("PRT506", (a, a + len(m.group(0))), f"host block shape `{m.group(0).rstrip(',)}')}...` puts "
+                          "one 32-lane warp on threadIdx.x: consistent with porter's logical warp; a physical-warp "
+                          "port must size it from porter::host_warp_size().")
 
     def _host_warp_vars(self) -> None:
         """H6 on the host: `warp_size = (n < 32) ? n : 32` picks a 32-lane warp for launch geometry."""
@@ -1609,11 +1634,13 @@ def _split_args(text: str, pos: int) -> list[tuple[str, int, int]] | None:
 
 
 def analyse(text: str, strategy: str = LOGICAL, cache: dict | None = None,
-            shims: frozenset[str] = frozenset(), known: Mapping[str, str] | None = None) -> Analyser:
+            shims: frozenset[str] = frozenset(), known: Mapping[str, str] | None = None,
+            includes_warp: bool = False) -> Analyser:
     """Analyse ``text``; ``shims`` are warp intrinsics the repository redefines for HIP itself,
     ``known`` the macros its headers define on one platform only (see ``_warp_preproc.scan``)."""
     masked, sc = mask(text, known=known)
     a = Analyser(masked, strategy, cache if masked is text else None, sc, shims)
+    a.includes_warp = includes_warp
     a.original = text
     a.run()
     return a

@@ -153,7 +153,7 @@ RULES = tuple(
 _CUDA_TOKENS = ("__shfl", "__ballot", "__any", "__all", "__activemask", "__syncwarp", "warpSize",
                 "__AMDGCN_WAVEFRONT_SIZE", "WarpReduce", "WarpScan", "tiled_partition", "__match_", "__reduce_",
                 "laneid", "lanemask", "C10_WARP_SIZE", "mma.sync", "wmma", "__fns", "volatile", "CUB_WARP_THREADS",
-                "BlockReduce", "BlockScan", ".ballot(")
+                "BlockReduce", "BlockScan", ".ballot(", "<<<")
 _PY_TOKENS = ("31) // 32", "num_warps", "warps *")
 
 
@@ -210,6 +210,10 @@ def _strategy(ctx: FileContext) -> str:
 
 SHIMS_FACT = "warp_hip_shims"
 PLATFORM_FACT = "warp_platform_macros"
+WARP_HEADERS_FACT = "warp_collective_headers"
+_RAW_COLLECTIVE = re.compile(rb"\b(?:__shfl(?:_up|_down|_xor)?(?:_sync)?|__ballot(?:_sync)?|__any_sync|__all_sync|"
+                             rb"__activemask|__syncwarp)\s*\(")
+_LOCAL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
 _PLATFORM_HINT = re.compile(rb"HIP|ROCM|__CUDA_ARCH__|__NVCC__|_sync\s*\(")
 _SHIM_DEF = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+(__shfl(?:_up|_down|_xor)?_sync|__ballot_sync|__any_sync|__all_sync|"
                        rb"__activemask|__syncwarp)[ \t]*\(", re.M)
@@ -226,6 +230,7 @@ def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
     """
     names: set[str] = set()
     where: dict[str, set[str]] = {}
+    warp_headers: set[str] = set()
     for rel in relpaths:
         if not rel.endswith((".h", ".cuh", ".hpp", ".hh", ".hxx", ".inl")):
             continue
@@ -237,6 +242,8 @@ def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
                 data = fh.read(1 << 20)
         except OSError:
             continue
+        if _RAW_COLLECTIVE.search(data):
+            warp_headers.add(posixpath.basename(rel))
         if b"#" not in data or not _PLATFORM_HINT.search(data):
             continue
         text = data.decode("utf-8", "replace")
@@ -248,6 +255,8 @@ def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
         for d in sc.defines:
             where.setdefault(d.name, set()).update(c for c in (CUDA, HIP) if d.active[c] != 0)
     out: dict[str, tuple] = {}
+    if warp_headers:
+        out[WARP_HEADERS_FACT] = tuple(sorted(warp_headers))
     if names:
         out[SHIMS_FACT] = tuple(sorted(names))
     one = tuple(sorted((n, next(iter(c))) for n, c in where.items() if len(c) == 1))
@@ -262,15 +271,38 @@ def check_cuda(ctx: FileContext) -> list[Finding]:
     strategy = _strategy(ctx)
     shims = frozenset(ctx.facts.extra.get(SHIMS_FACT, ()))
     known = dict(ctx.facts.extra.get(PLATFORM_FACT, ()))
-    a = analyse(ctx.text, strategy, ctx.cache, shims, known)
+    headers = set(ctx.facts.extra.get(WARP_HEADERS_FACT, ()))
+    includes_warp = bool(headers) and any(posixpath.basename(m.group(1)) in headers
+                                          for m in _LOCAL_INCLUDE.finditer(ctx.text))
+    a = analyse(ctx.text, strategy, ctx.cache, shims, known, includes_warp)
     extra: list[Finding] = []
     if strategy == PHYSICAL and a.physical_blockers:
         byte, why = a.physical_blockers[0]
         pos = a.c(byte)
-        a = analyse(ctx.text, LOGICAL, ctx.cache, shims, known)
+        a = analyse(ctx.text, LOGICAL, ctx.cache, shims, known, includes_warp)
         extra.append(ctx.finding("PRT523", f"physical warp strategy not applied to this file ({why} at line "
                                  f"{ctx.position(pos)[0]}); porter used the logical 32-lane warp instead.", pos, pos))
-    return extra + _to_findings(ctx, a.sites, a)
+    return extra + _to_findings(ctx, a.sites, a) + _jit_sources(ctx)
+
+
+_RAW_STRING = re.compile(r'\bR"([^()\\\s]{0,16})\((.*?)\)\1"', re.S)
+
+
+def _jit_sources(ctx: FileContext) -> list[Finding]:
+    """CUDA source in C++ raw string literals (NVRTC/JIT kernels): analysed, reported, never patched."""
+    out: list[Finding] = []
+    if 'R"' not in ctx.text:
+        return out
+    for m in _RAW_STRING.finditer(ctx.text):
+        body = m.group(2)
+        if not _EMBEDDED.search(body):
+            continue
+        base = m.start(2)
+        for site in analyse(body, LOGICAL).sites:
+            out.append(ctx.finding(site.code, site.message + " (CUDA source in a C++ string literal, compiled at run "
+                                   "time: report only; port the kernel text by hand)", base + site.start,
+                                   base + site.end))
+    return out
 
 
 def _to_findings(ctx: FileContext, sites: list[Site], a: Analyser) -> list[Finding]:

@@ -393,3 +393,25 @@ def test_warpsize_next_to_a_repository_shim_is_not_pinned() -> None:
     ported = "#if defined(USE_ROCM)\n#define NUM_WARPS (1024 / warpSize)\n#else\n#define NUM_WARPS 32\n#endif\n" + src
     got = findings(ported, "k.cu", family="warp_size", facts=facts)
     assert [f.code for f in got] == ["PRT511"] and not got[0].edits
+
+
+def test_launcher_whose_kernels_live_in_a_header_gets_host_geometry() -> None:
+    from porter.framework import RepoFacts
+
+    src = ("#include \"kernels/reduce.cuh\"\nvoid launch(float* x, int n, int n_threads) {\n"
+           "  dim3 threads = {32u, 8, 1};\n  dim3 block(32, 4);\n  block.x = 32 * ((block.x + 31) / 32);\n"
+           "  if (n_threads % 32) return;\n  reduce<<<n, threads>>>(x);\n}\n")
+    facts = RepoFacts(extra={"warp_collective_headers": ("reduce.cuh",)})
+    got = findings(src, "launch.cu", family="warp_size", facts=facts)
+    assert [(f.code, f.line) for f in got] == [("PRT506", 3), ("PRT506", 4), ("PRT506", 5), ("PRT506", 6)]
+    assert all(f.severity == Severity.INFO for f in got)  # consistent with the logical warp: notes
+    assert findings(src, "launch.cu", family="warp_size") == []  # a header without warp collectives: a data tile
+
+
+def test_jit_kernel_in_a_cpp_raw_string_is_reported_not_patched() -> None:
+    src = ('const char* kSrc = R"cuda(\n__global__ void k(float* x) {\n'
+           '  x[0] = __shfl_xor_sync(0xffffffff, x[0], 16);\n}\n)cuda";\n')
+    got = findings(src, "jit.cpp", family="warp_size")
+    assert [(f.code, f.line, f.column) for f in got] == [("PRT501", 3, 10)]
+    assert not got[0].edits and "string literal" in got[0].message
+    assert fixed(src, "jit.cpp", family="warp_size") == src

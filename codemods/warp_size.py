@@ -211,7 +211,7 @@ def _strategy(ctx: FileContext) -> str:
 SHIMS_FACT = "warp_hip_shims"
 PLATFORM_FACT = "warp_platform_macros"
 WARP_HEADERS_FACT = "warp_collective_headers"
-_RAW_COLLECTIVE = re.compile(rb"\b(?:__shfl(?:_up|_down|_xor)?(?:_sync)?|__ballot(?:_sync)?|__any_sync|__all_sync|"
+_RAW_COLLECTIVE = re.compile(rb"\b(__shfl(?:_up|_down|_xor)?(?:_sync)?|__ballot(?:_sync)?|__any_sync|__all_sync|"
                              rb"__activemask|__syncwarp)\s*\(")
 _LOCAL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
 _PLATFORM_HINT = re.compile(rb"HIP|ROCM|__CUDA_ARCH__|__NVCC__|_sync\s*\(")
@@ -230,7 +230,7 @@ def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
     """
     names: set[str] = set()
     where: dict[str, set[str]] = {}
-    warp_headers: set[str] = set()
+    collective: dict[str, set[str]] = {}
     for rel in relpaths:
         if not rel.endswith((".h", ".cuh", ".hpp", ".hh", ".hxx", ".inl")):
             continue
@@ -242,8 +242,9 @@ def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
                 data = fh.read(1 << 20)
         except OSError:
             continue
-        if _RAW_COLLECTIVE.search(data):
-            warp_headers.add(posixpath.basename(rel))
+        called = {m.group(1).decode() for m in _RAW_COLLECTIVE.finditer(data)}
+        if called:
+            collective[posixpath.basename(rel)] = called
         if b"#" not in data or not _PLATFORM_HINT.search(data):
             continue
         text = data.decode("utf-8", "replace")
@@ -255,6 +256,7 @@ def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
         for d in sc.defines:
             where.setdefault(d.name, set()).update(c for c in (CUDA, HIP) if d.active[c] != 0)
     out: dict[str, tuple] = {}
+    warp_headers = {h for h, called in collective.items() if called - names}  # the repo's own shims do not count
     if warp_headers:
         out[WARP_HEADERS_FACT] = tuple(sorted(warp_headers))
     if names:

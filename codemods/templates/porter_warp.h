@@ -33,6 +33,7 @@
 
 #if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
 #define PORTER_HAS_DEVICE 1
+#include <type_traits>
 #else
 #define PORTER_HAS_DEVICE 0
 #endif
@@ -120,31 +121,60 @@ inline int host_warp_size(int device = -1) { (void)device; return 32; }  // ever
 #if PORTER_HAS_DEVICE
 #define PORTER_DEV __device__ __forceinline__
 
+namespace porter_detail {
+// Shuffles of class types (__half, at::Half, bfloat16, small structs) move their 16, 32 or 64 bits
+// as an integer: a shuffle is a pure data move, so this is exactly what a type's own overload does.
+// HIP has overloads for arithmetic types only; on CUDA a class type with conversions to several
+// of them (at::Half -> float and __half) would be ambiguous.
+template <typename T, bool Arith = std::is_arithmetic<T>::value, int Size = sizeof(T)> struct via {
+  template <typename F> static PORTER_DEV T run(T v, F f) { return f(v); }
+};
+#define PORTER_VIA_BITS(SIZE, BITS, WIDE)                                           \
+  template <typename T> struct via<T, false, SIZE> {                               \
+    template <typename F> static PORTER_DEV T run(T v, F f) {                      \
+      BITS b; __builtin_memcpy(&b, &v, SIZE);                                      \
+      b = static_cast<BITS>(f(static_cast<WIDE>(b)));                              \
+      T out; __builtin_memcpy(&out, &b, SIZE); return out;                         \
+    }                                                                              \
+  };
+PORTER_VIA_BITS(2, unsigned short, int)
+PORTER_VIA_BITS(4, unsigned int, unsigned int)
+PORTER_VIA_BITS(8, unsigned long long, unsigned long long)
+#undef PORTER_VIA_BITS
+
+}  // namespace porter_detail
+
 #if !PORTER_HIP
-// CUDA: every helper is the *_sync intrinsic with the full 32-bit mask.
+// CUDA: every helper is the *_sync intrinsic with the full 32-bit mask (or the caller's mask).
+namespace porter_detail {
+struct cop_idx { unsigned int k; int s, w; template <typename X> PORTER_DEV X operator()(X x) const { return __shfl_sync(k, x, s, w); } };
+struct cop_up { unsigned int k, d; int w; template <typename X> PORTER_DEV X operator()(X x) const { return __shfl_up_sync(k, x, d, w); } };
+struct cop_down { unsigned int k, d; int w; template <typename X> PORTER_DEV X operator()(X x) const { return __shfl_down_sync(k, x, d, w); } };
+struct cop_xor { unsigned int k; int m, w; template <typename X> PORTER_DEV X operator()(X x) const { return __shfl_xor_sync(k, x, m, w); } };
+}  // namespace porter_detail
 template <typename T> PORTER_DEV T porter_shfl(T v, int src, int width = PORTER_LOGICAL_WARP) {
-  return __shfl_sync(0xffffffffu, v, src, width);
+  porter_detail::cop_idx f = {0xffffffffu, src, width}; return porter_detail::via<T>::run(v, f);
 }
 template <typename T> PORTER_DEV T porter_shfl_up(T v, unsigned int d, int width = PORTER_LOGICAL_WARP) {
-  return __shfl_up_sync(0xffffffffu, v, d, width);
+  porter_detail::cop_up f = {0xffffffffu, d, width}; return porter_detail::via<T>::run(v, f);
 }
 template <typename T> PORTER_DEV T porter_shfl_down(T v, unsigned int d, int width = PORTER_LOGICAL_WARP) {
-  return __shfl_down_sync(0xffffffffu, v, d, width);
+  porter_detail::cop_down f = {0xffffffffu, d, width}; return porter_detail::via<T>::run(v, f);
 }
 template <typename T> PORTER_DEV T porter_shfl_xor(T v, int m, int width = PORTER_LOGICAL_WARP) {
-  return __shfl_xor_sync(0xffffffffu, v, m, width);
+  porter_detail::cop_xor f = {0xffffffffu, m, width}; return porter_detail::via<T>::run(v, f);
 }
 template <typename M, typename T> PORTER_DEV T porter_shfl_sync(M mask, T v, int src, int width = PORTER_LOGICAL_WARP) {
-  return __shfl_sync(static_cast<unsigned int>(mask), v, src, width);
+  porter_detail::cop_idx f = {static_cast<unsigned int>(mask), src, width}; return porter_detail::via<T>::run(v, f);
 }
 template <typename M, typename T> PORTER_DEV T porter_shfl_up_sync(M mask, T v, unsigned int d, int width = PORTER_LOGICAL_WARP) {
-  return __shfl_up_sync(static_cast<unsigned int>(mask), v, d, width);
+  porter_detail::cop_up f = {static_cast<unsigned int>(mask), d, width}; return porter_detail::via<T>::run(v, f);
 }
 template <typename M, typename T> PORTER_DEV T porter_shfl_down_sync(M mask, T v, unsigned int d, int width = PORTER_LOGICAL_WARP) {
-  return __shfl_down_sync(static_cast<unsigned int>(mask), v, d, width);
+  porter_detail::cop_down f = {static_cast<unsigned int>(mask), d, width}; return porter_detail::via<T>::run(v, f);
 }
 template <typename M, typename T> PORTER_DEV T porter_shfl_xor_sync(M mask, T v, int m, int width = PORTER_LOGICAL_WARP) {
-  return __shfl_xor_sync(static_cast<unsigned int>(mask), v, m, width);
+  porter_detail::cop_xor f = {static_cast<unsigned int>(mask), m, width}; return porter_detail::via<T>::run(v, f);
 }
 PORTER_DEV unsigned int porter_ballot32(int p) { return __ballot_sync(0xffffffffu, p); }
 template <typename M> PORTER_DEV unsigned int porter_ballot32_sync(M mask, int p) {
@@ -164,24 +194,6 @@ template <typename M = unsigned int> PORTER_DEV void porter_syncwarp(M mask = 0x
 }
 #else  // PORTER_HIP
 namespace porter_detail {
-// HIP's shuffles take arithmetic types only: 16-, 32- and 64-bit class types (__half, at::Half,
-// bfloat16...) travel as their bits, which is what the CUDA overloads for those types do.
-template <typename T, bool Arith = std::is_arithmetic<T>::value, int Size = sizeof(T)> struct via {
-  template <typename F> static PORTER_DEV T run(T v, F f) { return f(v); }
-};
-#define PORTER_VIA_BITS(SIZE, BITS, WIDE)                                           \
-  template <typename T> struct via<T, false, SIZE> {                               \
-    template <typename F> static PORTER_DEV T run(T v, F f) {                      \
-      BITS b; __builtin_memcpy(&b, &v, SIZE);                                      \
-      b = static_cast<BITS>(f(static_cast<WIDE>(b)));                              \
-      T out; __builtin_memcpy(&out, &b, SIZE); return out;                         \
-    }                                                                              \
-  };
-PORTER_VIA_BITS(2, unsigned short, int)
-PORTER_VIA_BITS(4, unsigned int, unsigned int)
-PORTER_VIA_BITS(8, unsigned long long, unsigned long long)
-#undef PORTER_VIA_BITS
-
 // One functor per shuffle (C++11: no generic lambdas in older hipcc defaults).
 struct op_idx { int s, w; template <typename X> PORTER_DEV X operator()(X x) const { return __shfl(x, s, w); } };
 struct op_up { unsigned int d; int w; template <typename X> PORTER_DEV X operator()(X x) const { return __shfl_up(x, d, w); } };

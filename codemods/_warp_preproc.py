@@ -40,9 +40,6 @@ _BOTH_DEFINED = {"__CUDACC__", "__cplusplus"}
 _DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif|define|undef)\b(.*)$", re.S)
 _TOKEN = re.compile(r"\s*(?:(\d[\w.]*)|([A-Za-z_]\w*)|(&&|\|\||==|!=|<=|>=|<<|>>|[-+*/%()!<>~&|^?:,]))")
 
-Tri = "int | None"
-
-
 def _builtin(name: str, config: str) -> tuple[bool, int | None] | None:
     """(defined?, value) of a name porter knows in ``config``; None when it is not one of those.
 
@@ -407,8 +404,6 @@ def scan(text: str, known: Mapping[str, str] | None = None) -> Scan:
                     elif name and cur[c] is None and name in macros[c]:
                         macros[c][name] = (None, macros[c][name][1])
         i += 1
-    # a define under a branch that was definitely not taken in a config: undefined there, unless
-    # a later use proves otherwise (kept simple: (False, None) above)
     return out
 
 

@@ -415,3 +415,28 @@ def test_jit_kernel_in_a_cpp_raw_string_is_reported_not_patched() -> None:
     assert [(f.code, f.line, f.column) for f in got] == [("PRT501", 3, 10)]
     assert not got[0].edits and "string literal" in got[0].message
     assert fixed(src, "jit.cpp", family="warp_size") == src
+
+
+@pytest.mark.parametrize(("cond", "cuda", "hip"), [
+    ("#ifdef USE_ROCM", 0, 1),
+    ("#if !defined(__HIP_PLATFORM_AMD__)", 1, 0),
+    ("#if defined(__HIPCC__) || defined(__HIP__)", 0, 1),
+    ("#if defined(__HIP_PLATFORM_NVIDIA__)", 0, 0),
+    ("#if HIP_VERSION >= 60300000", 0, None),
+    ("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800", None, 0),
+    ("#ifdef __CUDACC__", 1, 1),  # HIPify renames it to __HIPCC__
+    ("#if 0", 0, 0),
+    ("#if SOME_BUILD_FLAG", None, None),
+    ("#if defined(USE_ROCM) && SOME_FLAG", 0, None),
+])
+def test_conditions_are_evaluated_per_target(cond: str, cuda, hip) -> None:
+    sc = scan(f"{cond}\nint x;\n#endif\n")
+    assert sc.status[1] == {CUDA: cuda, HIP: hip}
+
+
+def test_elif_else_and_nesting() -> None:
+    src = ("#if defined(USE_ROCM)\na\n#elif defined(__CUDA_ARCH__)\nb\n#else\nc\n#ifndef USE_ROCM\nd\n#endif\n"
+           "#endif\ne\n")
+    st = scan(src).status
+    assert st[1] == {CUDA: 0, HIP: 1} and st[3] == {CUDA: None, HIP: 0} and st[5] == {CUDA: None, HIP: 0}
+    assert st[7] == {CUDA: None, HIP: 0} and st[10] == {CUDA: 1, HIP: 1}

@@ -1424,7 +1424,21 @@ class Analyser:
             name = self.arch_name(f.text)
             if name:
                 f.arch = name
-                spans.append((self.c(f.start), self.c(f.end), name))
+        changed = True
+        while changed:  # device functions called from such code share its warp width
+            changed = False
+            called = {}
+            for f in self.funcs:
+                if f.arch:
+                    for c in re.findall(r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*>)?\s*\(", f.text):
+                        called.setdefault(c, f.arch)
+            for f in self.funcs:
+                if f.kind != "host" and not f.arch and f.name in called:
+                    f.arch = called[f.name]
+                    changed = True
+        for f in self.funcs:
+            if f.arch:
+                spans.append((self.c(f.start), self.c(f.end), f.arch))
         for node in self.caps.get("def", []) + self.caps.get("fdef", []):
             v = node.child_by_field_name("value")
             if v is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import tree_sitter_cuda
@@ -24,6 +25,7 @@ from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
 from porter.findings import Applicability
 
+from ._warp_preproc import CUDA, HIP, Scan, mask
 from ._warp_symbols import Symbols
 
 LANG = Language(tree_sitter_cuda.language())
@@ -68,6 +70,8 @@ class Site:
     edits: list[tuple[int, int, str]] = field(default_factory=list)
     fix: Applicability = Applicability.NONE
     needs_header: bool = False
+    info: bool = False  # consistent under the chosen strategy: reported for review, no work counted
+    work: bool = False  # never informational (a hazard the strategy's rewrite does not cover)
 
 
 @dataclass
@@ -82,6 +86,7 @@ class Func:
     collective: bool = False  # raw or porter_* warp collectives (for H17)
     mma: bool = False
     taint: set[str] = field(default_factory=set)
+    arch: str = ""  # a warp constant of this function whose value is 64 under HIP
 
 
 _QUERY_SRC = """
@@ -127,15 +132,22 @@ class _Cached:
 
 
 class Analyser:
-    def __init__(self, text: str, strategy: str = LOGICAL, cache: dict | None = None) -> None:
+    """One file's analysis. ``text`` is what both targets compile (see ``_warp_preproc.mask``):
+    CUDA-only branches and human-written HIP branches are blanked, offsets unchanged."""
+
+    def __init__(self, text: str, strategy: str = LOGICAL, cache: dict | None = None,
+                 scan: Scan | None = None, shims: frozenset[str] = frozenset()) -> None:
         self.text = text
+        self.shims = shims  # intrinsic names the repo itself defines as macros for HIP
         self.strategy = strategy
         self.data = text.encode("utf-8", "surrogatepass")
         self.ascii = len(self.data) == len(text)
         self._b2c: list[int] | None = None
         self.tree = parse(text, cache)
         self.sites: list[Site] = []
-        self.sym = Symbols()
+        self.scan = scan
+        self.sym = Symbols()  # the CUDA view of the file's constants
+        self.hsym = Symbols()  # the HIP view (C10_WARP_SIZE and wavefront macros are 64 there)
         self.funcs: list[Func] = []
         self.caps: dict[str, list[Node]] = {}
         self.physical_blockers: list[tuple[int, str]] = []
@@ -166,12 +178,14 @@ class Analyser:
     def span(self, node: Node) -> tuple[int, int]:
         return self.c(node.start_byte), self.c(node.end_byte)
 
-    def site(self, code: str, node_or_span, message: str, edits=(), fix=Applicability.NONE, header=False) -> Site:
+    def site(self, code: str, node_or_span, message: str, edits=(), fix=Applicability.NONE, header=False,
+             info: bool = False) -> Site:
         if isinstance(node_or_span, tuple):
             start, end = node_or_span
         else:
             start, end = self.span(node_or_span)
-        s = Site(code, start, end, message, list(edits), fix if edits else Applicability.NONE, header and bool(edits))
+        s = Site(code, start, end, message, list(edits), fix if edits else Applicability.NONE, header and bool(edits),
+                 info and not edits)
         self.sites.append(s)
         return s
 
@@ -184,6 +198,7 @@ class Analyser:
         cursor = QueryCursor(_QUERY)
         caps = cursor.captures(self.tree.root_node)
         self.caps = {k: sorted(v, key=lambda n: n.start_byte) for k, v in caps.items()}
+        self._target_symbols()
         self._symbols()
         self._functions()
         self._macro_bodies()
@@ -199,8 +214,129 @@ class Analyser:
         self._launch_bounds()
         self._volatile_trees()
         self._host_warp_vars()
+        self._host_dim3()
+        self._host_checks()
+        self._intrinsic_overloads()
+        self._cub_widths()
+        for site in self.sites:  # consistent under the logical warp: review notes, not work
+            if (site.code in self._INFO_CODES and self.strategy == LOGICAL or site.code == "PRT519") and not (
+                    site.edits or site.work):
+                site.info = True
+        self._arch_guard()
         self._mma_guard()
+        self._blanked_wavefront_macros()
+        before = len(self.sites)
+        self._hip_only_bugs()
+        broken = any(site.code == "PRT515" for site in self.sites[before:])  # a port with misplaced arguments
+        if self.strategy == LOGICAL and not broken and self._hand_ported():
+            for site in self.sites:
+                if site.edits:
+                    site.edits, site.fix, site.needs_header = [], Applicability.NONE, False
+                    site.message += (" (not patched: this file already has hand-written HIP/CUDA branches for its "
+                                     "warp code; porter reports what that port left in shared code for review)")
         return self.sites
+
+    _WARPISH = re.compile(r"\b(?:__shfl\w*|__ballot\w*|__any\w*|__all\w*|__activemask|__syncwarp|__lane_id)\s*\(")
+
+    def _hand_ported(self) -> bool:
+        """True when branches that only one target compiles hold warp collectives: a person already
+        ported them (per-target constants alone do not count: see the arch guard)."""
+        if self.scan is None or not self.scan.has_platform_branches:
+            return False
+        return any(not self.scan.compiled_by_both(i) and self._WARPISH.search(line)
+                   for i, line in enumerate(self.scan.lines))
+
+    def _hip_only_bugs(self) -> None:
+        """Human-written HIP branches are not rewritten, but two mistakes there are wrong at any width:
+        a legacy maskless shuffle given a mask (H15) and `warpSize` as a macro value (not constexpr
+        from ROCm 7.0, H11). Reported without a fix."""
+        original = getattr(self, "original", self.text)
+        if original is self.text or self.scan is None:
+            return
+        st = self.scan.status
+        pos = 0
+        regions: list[tuple[int, int]] = []
+        for i, line in enumerate(self.scan.lines):
+            if st[i][HIP] != 0 and st[i][CUDA] == 0:
+                if regions and regions[-1][1] == pos:
+                    regions[-1] = (regions[-1][0], pos + len(line))
+                else:
+                    regions.append((pos, pos + len(line)))
+            pos += len(line)
+        legacy = re.compile(r"\b(__shfl(?:_up|_down|_xor)?)\s*\(")
+        for a, b in regions:
+            chunk = original[a:b]
+            for m in legacy.finditer(chunk):
+                args = _split_args(chunk, m.end())
+                if args and len(args) >= 3 and self.sym.is_full_mask32(args[0][0]):
+                    self.site("PRT515", (a + m.start(), a + m.end()), f"legacy maskless `{m.group(1)}` called with "
+                              "a mask as its first argument in a HIP branch: it shuffles the mask constant, with "
+                              "the value as delta. Move the arguments into place by hand (human HIP code is not "
+                              "rewritten).")
+            for m in re.finditer(r"#[ \t]*define[ \t]+\w+[ \t]+[^\n]*?\b(warpSize)\b", chunk):
+                self.site("PRT511", (a + m.start(1), a + m.end(1)), "macro defined as `warpSize` in a HIP branch: "
+                          "`warpSize` is not constexpr from ROCm 7.0 (array bounds, template arguments and "
+                          "`__launch_bounds__` that use the macro stop compiling) and is 64 in the host pass. Use "
+                          "PORTER_WARP_SIZE (device) / porter::host_warp_size() (host) by hand.")
+
+    def _blanked_wavefront_macros(self) -> None:
+        """H12 in directives and branches the mask removed: the macro's removal breaks them on AMD too."""
+        original = getattr(self, "original", self.text)
+        if original is self.text or self.scan is None:
+            return
+        seen = {s.start for s in self.sites if s.code == "PRT512"}
+        pos = 0
+        for i, line in enumerate(self.scan.lines):
+            if self.scan.status[i][HIP] != 0 or i in self.scan.blank_directive:
+                for m in re.finditer(r"\b__AMDGCN_WAVEFRONT_SIZE(?:__)?\b", line):
+                    a = pos + m.start()
+                    if a not in seen and self.text[a:a + 1].isspace():
+                        self.site("PRT512", (a, a + len(m.group(0))), f"`{m.group(0)}` is deprecated (and removed "
+                                  "in recent LLVM: an `#if` on it becomes silently false); in the host pass it is "
+                                  "always 64. Use the arch test in porter_warp.h (PORTER_WARP_SIZE) on the device "
+                                  "and porter::host_warp_size() on the host.")
+            pos += len(line)
+
+    _INFO_CODES = ("PRT502", "PRT503", "PRT504", "PRT505", "PRT506", "PRT507", "PRT514")
+
+    # -- per-target constants -------------------------------------------------------------------------
+    _CONST_DECL = re.compile(
+        r"\b(?:static\s+)?(?:constexpr|const)\s+(?:static\s+)?(?:unsigned\s+|signed\s+)?"
+        r"(?:int|long|short|size_t|u?int(?:8|16|32|64)_t|auto|unsigned)\s+([A-Za-z_]\w*)\s*=\s*([^;{}]+);")
+
+    def _target_symbols(self) -> None:
+        """Seed ``sym`` (CUDA) and ``hsym`` (HIP) with every definition active in each target."""
+        self.hsym.defines.update({"C10_WARP_SIZE": "64", "__AMDGCN_WAVEFRONT_SIZE": "64",
+                                  "__AMDGCN_WAVEFRONT_SIZE__": "64"})
+        if self.scan is None:
+            return
+        for sym, config in ((self.sym, CUDA), (self.hsym, HIP)):
+            for name, body in self.scan.view(config).items():
+                if body:
+                    sym.defines.setdefault(name, body)
+            for i, line in enumerate(self.scan.lines):
+                if self.scan.status[i][config] == 0:
+                    continue
+                for m in self._CONST_DECL.finditer(line):
+                    if self.scan.status[i][config] == 1 or m.group(1) not in sym.consts:
+                        sym.consts[m.group(1)] = m.group(2).strip()
+        self.sym.defines.setdefault("C10_WARP_SIZE", "32")
+
+    def arch_value(self, name: str) -> int | None:
+        """The HIP value of a warp constant whose CUDA value differs (64 vs 32), else None."""
+        cache = self.__dict__.setdefault("_arch_cache", {})
+        if name not in cache:
+            hv = self.hsym.value(name) if name in self.hsym.defines or name in self.hsym.consts else None
+            cv = self.sym.value(name)
+            cache[name] = hv if hv is not None and cv is not None and hv != cv and (
+                self.sym.is_warp_name(name) or hv >= 32 and hv % 32 == 0 or name == "C10_WARP_SIZE") else None
+        return cache[name]
+
+    def arch_name(self, text: str) -> str:
+        for i in _IDENT.findall(text):
+            if self.arch_value(i) is not None:
+                return i
+        return ""
 
     def _symbols(self) -> None:
         for node in self.caps.get("def", []):
@@ -240,11 +376,14 @@ class Analyser:
                     if d is not None and v is not None and d.type == "identifier":
                         self.sym.consts.setdefault(self.t(d), self.t(v))
         # object-like aliases of warp intrinsics (`#define SHFL_DOWN __shfl_down`)
-        self.aliases = {
-            n: b.strip() for n, b in self.sym.defines.items()
-            if re.fullmatch(r"__shfl(?:_up|_down|_xor)?(?:_sync)?|__ballot(?:_sync)?|__any_sync|__all_sync|"
-                            r"__activemask|__syncwarp", b.strip())
-        }
+        # (the HIP view first: what the alias means on AMD decides the hazard)
+        self.aliases = {}
+        for table in (self.hsym.defines, self.sym.defines):
+            for n, b in table.items():
+                if n not in self.aliases and re.fullmatch(
+                        r"__shfl(?:_up|_down|_xor)?(?:_sync)?|__ballot(?:_sync)?|__any_sync|__all_sync|"
+                        r"__activemask|__syncwarp", b.strip()):
+                    self.aliases[n] = b.strip()
         # function-like macros whose bodies call raw warp intrinsics
         changed = True
         while changed:
@@ -252,7 +391,7 @@ class Analyser:
             for name, (_ps, body) in self.sym.fn_macros.items():
                 if name in self.macro_raw:
                     continue
-                if RAW_WARP_CALL.search(body) or any(
+                if self._raw_call(body) or any(
                     m in self.macro_raw for m in re.findall(r"([A-Za-z_]\w*)\s*\(", body)
                 ):
                     self.macro_raw.add(name)
@@ -286,11 +425,11 @@ class Analyser:
                 kind = "host"
             body = node.child_by_field_name("body")
             self.funcs.append(Func(node, node.start_byte, node.end_byte, name.split("::")[-1], kind,
-                                   self.t(body) if body is not None else ""))
+                                   _uncomment(self.t(body)) if body is not None else ""))
         raw_names: set[str] = set()
         for f in self.funcs:
             called = set(re.findall(r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*>)?\s*\(", f.text))
-            if RAW_WARP_CALL.search(f.text) or called & (self.macro_raw | set(self.aliases)):
+            if self._raw_call(f.text) or called & (self.macro_raw | set(self.aliases)):
                 f.raw_warp = True
                 raw_names.add(f.name)
             if PTX_MMA.search(f.text) or re.search(r"\bwmma::|\bnvcuda::wmma", f.text):
@@ -349,6 +488,12 @@ class Analyser:
                         names.add(self.t(dn))
         f.taint = names
 
+    def _raw_call(self, text: str) -> bool:
+        """A raw warp intrinsic call in ``text`` that is not one of the repository's own HIP shims."""
+        if not self.shims:
+            return bool(RAW_WARP_CALL.search(text))
+        return any(m.group(0).split("(")[0].strip() not in self.shims for m in RAW_WARP_CALL.finditer(text))
+
     def func_at(self, byte: int) -> Func | None:
         """The innermost function containing ``byte`` (functions sorted by start; nesting is shallow)."""
         if not hasattr(self, "_fstarts"):
@@ -384,7 +529,8 @@ class Analyser:
         return f is not None and f.kind in ("device", "hd")
 
     def file_raw_warp(self) -> bool:
-        return any(f.raw_warp for f in self.funcs) or bool(self.macro_raw)
+        """The file's kernels use raw warp collectives (here, or in a header of the repository it includes)."""
+        return any(f.raw_warp for f in self.funcs) or bool(self.macro_raw) or self.includes_warp
 
     # -- rules ----------------------------------------------------------------------------------------
     def _callee(self, call: Node) -> tuple[str, Node | None]:
@@ -423,6 +569,8 @@ class Analyser:
             name, fnode = self._callee(call)
             if fnode is None:
                 continue
+            if name in self.shims:
+                continue  # the repo's own HIP shim handles it (e.g. a vendor header's maskless macros)
             args = self._args(call)
             f = self.func_at(call.start_byte)
             if name in self.aliases:  # reported through the alias, not patched (it may differ per platform)
@@ -497,6 +645,14 @@ class Analyser:
                       + ("Rewritten to the maskless `porter_" + base + "` (explicit logical width 32)."
                          if not physical else "Rewritten to `porter_" + base + "` over the wavefront width."),
                       edits, fix, header=True)
+        elif base == "shfl_xor" and (width is not None or self._xor_small(args[2])):
+            msg = (f"`{name}` with a computed 32-bit mask `{self.t(args[0])}`: fails ROCm >= 6.3's 64-bit mask "
+                   "check (the XOR offsets stay inside a 32-lane warp, so only the mask needs porter's helper).")
+            self.site("PRT508", call, msg, edits, fix, header=True)
+        elif width is not None and wv is not None and wv <= 32:
+            msg = (f"`{name}` with a computed 32-bit mask `{self.t(args[0])}` (explicit width {wv}): fails "
+                   "ROCm >= 6.3's 64-bit mask check; porter's helper converts the mask.")
+            self.site("PRT508", call, msg, edits, fix, header=True)
         else:
             msg = (f"`{name}` without porter's width: on a 64-lane wavefront the default width is 64, which "
                    "crosses into the other logical 32-lane warp, and a 32-bit mask fails ROCm >= 6.3's "
@@ -514,6 +670,17 @@ class Analyser:
             return
         if len(args) < 2:
             return
+        if len(args) >= 3:  # explicit width
+            wt = self.t(args[2])
+            arch = self.arch_name(wt)
+            wv = self.sym.value(wt)
+            if arch or (wv is not None and wv > 32):
+                self.site("PRT508", call, f"legacy `{name}` with width `{wt}` "
+                          f"({'64 under HIP' if arch else wv}): the group spans more than a 32-lane warp on "
+                          "AMD; porter cannot pin it to a logical warp.")
+            return  # an explicit width of at most 32 lanes (or a sub-warp parameter) is right on HIP
+        if base == "shfl_xor" and self._xor_small(args[1]):
+            return  # an XOR butterfly with offsets < 32 never leaves a 32-lane half, at any width
         edits = [self.edit(fnode, f"porter_{base}")]
         if self.strategy == PHYSICAL and len(args) == 2:
             w = self._append_width(call)
@@ -522,6 +689,51 @@ class Analyser:
         self.site("PRT508", call, f"legacy `{name}` without an explicit width: the default width is the "
                   "wavefront (64 on CDNA), not 32.", edits,
                   Applicability.UNSAFE if self.strategy == PHYSICAL else Applicability.SAFE, header=True)
+
+    def _xor_small(self, off: Node) -> bool:
+        """True when an XOR lane offset is provably below 32 (a constant, or a loop variable/`1 << i`
+        whose loop keeps it there)."""
+        t = self.t(off).strip()
+        v = self.sym.value(t)
+        if v is not None:
+            return 0 <= v < 32
+        m = re.fullmatch(r"\(?\s*1u?\s*<<\s*(\w+)\s*\)?", t)
+        var = m.group(1) if m else t
+        shift = m is not None
+        if not _IDENT.fullmatch(var):
+            return False
+        p = off.parent
+        while p is not None and p.type != "function_definition":
+            if p.type == "for_statement":
+                hi = self._loop_max(p, var)
+                if hi is not None:
+                    return (1 << hi if shift else hi) < 32
+            p = p.parent
+        return False
+
+    def _loop_max(self, loop: Node, var: str) -> int | None:
+        """The largest value ``var`` takes in a counted for loop, when the loop shows it."""
+        init = loop.child_by_field_name("initializer")
+        cond = loop.child_by_field_name("condition")
+        upd = loop.child_by_field_name("update")
+        if init is None or cond is None or upd is None:
+            return None
+        it, ct, ut = self.t(init), self.t(cond), re.sub(r"\s+", "", self.t(upd))
+        m0 = re.search(rf"\b{re.escape(var)}\s*=\s*([^,;]+)", it)
+        if not m0 or not re.match(rf"(?:\+\+|--)?{re.escape(var)}\b", ut):
+            return None
+        v0 = self.sym.value(m0.group(1))
+        if v0 is None:
+            return None
+        if re.search(r">>=1$|/=2$|=\w+>>1$|=\w+/2$|--$|-=\d+$", ut):
+            return v0  # decreasing from its start
+        mc = re.fullmatch(rf"\s*{re.escape(var)}\s*(<=?)\s*(.+?)\s*", ct)
+        if not mc:
+            return None
+        bound = self.sym.value(mc.group(2))
+        if bound is None:
+            return None
+        return bound if mc.group(1) == "<=" else bound - 1
 
     def _vote(self, call: Node, fnode: Node, name: str, args: list[Node]) -> None:
         physical = self.strategy == PHYSICAL
@@ -609,11 +821,21 @@ class Analyser:
             f = self.func_at(d.start_byte)
             txt = self.t(d)
             # H2: 32-bit storage of a ballot
-            if re.fullmatch(r"(?:unsigned(?:\s+int)?|uint32_t|int|int32_t|unsigned\s+long)", tytext.strip()):
+            if re.fullmatch(r"(?:unsigned(?:\s+int)?|uint32_t|int|int32_t|unsigned\s+long|uint)", tytext.strip()):
                 for child in d.children:
                     if child.type != "init_declarator":
                         continue
                     v = child.child_by_field_name("value")
+                    cg = re.search(r"\b(\w+)\s*\.\s*ballot\s*\(", self.t(v)) if v is not None else None
+                    if cg and f is not None and re.search(
+                            rf"coalesced_group\s+{re.escape(cg.group(1))}\b|\b{re.escape(cg.group(1))}\s*=\s*"
+                            r"(?:\w+::)*coalesced_threads\s*\(", self.t(f.node)):
+                        self.site("PRT502", d, f"ballot of the coalesced group `{cg.group(1)}` stored in `{tytext}`: "
+                                  "on HIP a coalesced group spans the 64-lane wavefront and its ballot is 64-bit, so "
+                                  "lanes 32..63 are dropped (and a 32-bit popcount undercounts). Use a 64-bit mask "
+                                  "(porter_lanemask_t) and porter_popc by hand; porter's logical rewrite does not "
+                                  "cover cooperative groups.").work = True
+                        continue
                     if v is None or not (re.search(r"\b(?:__ballot(?:_sync)?|__activemask|__match_any_sync)\s*\(",
                                                    self.t(v)) or self._calls_wrapper(self.t(v))):
                         continue
@@ -724,6 +946,11 @@ class Analyser:
                   and re.search(r"\[[^\]]*\b(?:lane\w*|tid)\b[^\]]*\]", bt)):
                 self.site("PRT504", cond, "loop over the 32 entries of a warp indexed with a lane id: correct under "
                           "porter's logical 32-lane warp, must follow PORTER_WARP_SIZE under the physical strategy.")
+            elif (has_shfl and v == 0 and cv == 5 and re.search(r"\+\+$|^\+\+|\+=1$", ut)
+                  and re.search(r"\b1u?\s*<<\s*\w+", bt)):
+                self.site("PRT504", cond, "shuffle loop over offsets `1 << i` up to 16 (32 lanes); correct under "
+                          "porter's logical 32-lane warp, must run to log2(PORTER_WARP_SIZE) under the physical "
+                          "strategy.")
             elif doubling and v == 1 and cv == 32 and has_shfl:
                 self.site("PRT504", cond, "scan/reduction loop bounded by 32 lanes; correct under porter's "
                           "logical 32-lane warp, must follow PORTER_WARP_SIZE under the physical strategy.")
@@ -748,6 +975,8 @@ class Analyser:
             if not f.raw_warp:
                 continue
             rv = self.sym.value(rt)
+            if rv is None and re.fullmatch(r"32(?:\.0*)?[fF]?|32\.0*", rt):
+                rv = 32
             lt = self.t(left)
             warp_named = any(self.sym.is_warp_name(i) for i in _IDENT.findall(rt))
             if f.kind == "host":
@@ -829,7 +1058,7 @@ class Analyser:
         return False
 
     def _host_geometry(self, b: Node, o: str, rt: str) -> None:
-        if o != "/" or not self.file_raw_warp():
+        if o not in ("/", "%") or not self.file_raw_warp():
             return
         rv = self.sym.value(rt)
         warp_named = any(self.sym.is_warp_name(i) for i in _IDENT.findall(rt))
@@ -840,6 +1069,8 @@ class Analyser:
         launches = f is not None and "<<<" in f.text
         if not (re.search(r"thread|block|THREAD|BLOCK|CTA|\+\s*31\b|\+\s*\(?\s*\w*WARP", left) or warp_named
                 or launches):
+            return
+        if o == "%" and not re.search(r"thread|block|THREAD|BLOCK", left):
             return
         self.physical_blockers.append((b.start_byte, "host launch geometry in warps"))
         self.site("PRT506", b, f"host geometry `{self.t(b)}` counts 32-lane warps for kernels in this file: consistent "
@@ -862,7 +1093,9 @@ class Analyser:
                     self.site("PRT510", node, "`C10_WARP_SIZE` in host code is the runtime query on ROCm builds of "
                               "torch (64 on CDNA); it must pick the same warp size the device code uses.")
                 continue
-            # warpSize
+            # warpSize: a declared local, parameter or global of that name is not the builtin
+            if self._user_warpsize(node):
+                continue
             p = node.parent
             in_const = None
             while p is not None and p.type not in ("compound_statement", "translation_unit", "function_definition"):
@@ -898,6 +1131,42 @@ class Analyser:
                           "file whose kernels use 32-lane warps: launch geometry and shared-memory sizes computed "
                           "from it disagree with the device code. Use PORTER_LOGICAL_WARP for geometry of "
                           "logical-warp kernels.")
+
+    _DECL_PARENTS = ("init_declarator", "parameter_declaration", "optional_parameter_declaration", "declaration",
+                     "pointer_declarator", "reference_declarator", "array_declarator", "field_declaration")
+
+    def _user_scopes(self) -> list[tuple[int, int, int]]:
+        """(declaration byte, scope start, scope end) of every user declaration named warpSize."""
+        got = self.__dict__.get("_ws_scopes")
+        if got is not None:
+            return got
+        out: list[tuple[int, int, int]] = []
+        for node in self.caps.get("wid", []):
+            if self.t(node) != "warpSize" or node.parent is None or node.parent.type not in self._DECL_PARENTS:
+                continue
+            p = node.parent
+            if p.type == "init_declarator" and p.child_by_field_name("declarator") != node:
+                continue
+            if p.type == "array_declarator" and p.child_by_field_name("declarator") != node:
+                continue
+            param = False
+            while p is not None and p.type not in ("compound_statement", "for_statement", "translation_unit",
+                                                   "parameter_list", "field_declaration_list"):
+                p = p.parent
+            if p is not None and p.type == "parameter_list":
+                param = True
+                while p is not None and p.type not in ("function_definition", "lambda_expression",
+                                                       "translation_unit"):
+                    p = p.parent
+            if p is None:
+                continue
+            out.append((node.start_byte if not param else p.start_byte, p.start_byte, p.end_byte))
+        self.__dict__["_ws_scopes"] = out
+        return out
+
+    def _user_warpsize(self, node: Node) -> bool:
+        b = node.start_byte
+        return any(d <= b and a <= b < e for d, a, e in self._user_scopes())
 
     def _templates(self) -> None:
         for node in self.caps.get("ttype", []):
@@ -955,6 +1224,9 @@ class Analyser:
             ct = self.t(cond)
             if not self.tainted(ct, f):
                 continue
+            if re.search(r"\bthreadIdx\.[yz]\b", ct) and not self.tainted(
+                    re.sub(r"\bthreadIdx\.[yz]\b", "0", ct), f):
+                continue  # only the y/z thread index: whole rows of threadIdx.x, i.e. whole warps
             # whole-warp conditions keep every lane of a logical warp together
             warp_const = r"(?:32|\w*WARP\w*|warpSize|\w*[Ww]arp[Ss]ize\w*)"
             if re.fullmatch(rf"\(\s*[\w.]+\s*<\s*{warp_const}\s*\)", ct) or re.search(
@@ -963,7 +1235,7 @@ class Analyser:
                 continue
             tt = self.t(then)
             called = set(re.findall(r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*>)?\s*\(", tt))
-            if RAW_WARP_CALL.search(tt) or PORTER_COLLECTIVE.search(tt) or called & (
+            if self._raw_call(tt) or PORTER_COLLECTIVE.search(tt) or called & (
                 self.collective_names | self.macro_raw
             ):
                 self.site("PRT517", node, f"warp collective under a lane-dependent branch `if {ct}`: lanes outside "
@@ -979,6 +1251,27 @@ class Analyser:
             if ids:
                 self.site("PRT519", node, f"`{txt}` scales with the warp constant `{ids[0]}`: if it is ever made "
                           "arch-dependent, launch bounds must use PORTER_WARP_SIZE_MAX (host and device agree).")
+
+    _DIM3_32 = re.compile(r"\bdim3\s+(\w+)\s*(?:=\s*(?:dim3\s*)?)?[({]\s*(32u?|\w*WARP\w*)\s*[,)}]")
+
+    def _host_dim3(self) -> None:
+        """H6 on the host: `dim3 threads(32, k)` / `dim3 t = {32u, k, 1}` for warp-collective kernels."""
+        if not self.file_raw_warp():
+            return
+        for f in self.funcs:
+            if f.kind != "host":
+                continue
+            body = f.node.child_by_field_name("body")
+            if body is None:
+                continue
+            for m in self._DIM3_32.finditer(f.text):
+                if m.group(2) not in ("32", "32u") and self.sym.warp_const(m.group(2)) != 32:
+                    continue
+                a = self.c(body.start_byte) + m.start()
+                self.physical_blockers.append((body.start_byte + m.start(), "host block shape in warps"))
+                self.site("PRT506", (a, a + len(m.group(0))), f"host block shape `{m.group(0).rstrip(',)}')}...` puts "
+                          "one 32-lane warp on threadIdx.x: consistent with porter's logical warp; a physical-warp "
+                          "port must size it from porter::host_warp_size().")
 
     def _host_warp_vars(self) -> None:
         """H6 on the host: `warp_size = (n < 32) ? n : 32` picks a 32-lane warp for launch geometry."""
@@ -1014,8 +1307,11 @@ class Analyser:
                 if off not in (16, 32) or (off == 16 and not re.search(r"\bvolatile\b", self.t(f.node))):
                     continue
                 stmt = sub
-                while stmt.parent is not None and stmt.type != "expression_statement":
+                while stmt.parent is not None and stmt.type not in ("expression_statement", "if_statement",
+                                                                     "function_definition"):
                     stmt = stmt.parent
+                if stmt.type == "function_definition" or stmt.parent is None:
+                    stmt = sub
                 self.site("PRT514", stmt, f"fixed 32-lane step `{self.t(sub)}` before a warp-level reduction: the "
                           "tree covers 32 lanes, not a 64-lane wavefront (and a `volatile` warp-synchronous tree "
                           "relies on implicit lockstep, undefined on Volta+). Correct under porter's logical "
@@ -1036,10 +1332,15 @@ class Analyser:
         call = re.compile(r"\b(__shfl(?:_up|_down|_xor)?_sync|__ballot_sync|__any_sync|__all_sync|"
                           r"__shfl(?:_up|_down|_xor)?|__syncwarp|__activemask)\s*\(")
         for v in bodies:
+            owner = v.parent.child_by_field_name("name") if v.parent is not None else None
+            if owner is not None and self._INTRINSIC_NAMES.match(self.t(owner)):
+                continue  # the repository's own shim of a warp intrinsic (reported once, see PRT524)
             body = self.t(v)
             base = self.c(v.start_byte)
             for m in call.finditer(body):
                 name = m.group(1)
+                if name in self.shims:
+                    continue
                 args = _split_args(body, m.end())
                 if args is None:
                     continue
@@ -1059,6 +1360,8 @@ class Analyser:
                         self.site("PRT508", (a_start, a_end), f"`{name}` in a macro body without porter's width.",
                                   edits, Applicability.SAFE, header=True)
                 elif name in SHUFFLES_LEGACY:
+                    if len(args) >= 3 and not mask_full:
+                        continue  # explicit width (a shim that forwards the caller's width)
                     if mask_full and len(args) >= 3:
                         edits = [(base + m.start(1), base + m.end(1), f"porter_{SHUFFLES_LEGACY[name]}"),
                                  (base + first[1], base + args[1][1], "")]
@@ -1084,7 +1387,16 @@ class Analyser:
                     self.site("PRT509", (a_start, a_end), "`__activemask()` in a macro body.",
                               [(base + m.start(1), base + m.end(1), "porter_activemask32")], Applicability.SAFE,
                               header=True)
+            declared = re.search(r"(?:\b(?:int|auto|unsigned|size_t|long|short|u?int\d+_t)\s+(?:const\s+)?&?|,\s*)"
+                                 r"warpSize\s*(?:=|;|,|\)|\{)", body)
+            params = set()
+            fparams = v.parent.child_by_field_name("parameters") if v.parent is not None else None
+            if fparams is not None:
+                params = set(_IDENT.findall(self.t(fparams)))
             for m in re.finditer(r"\bwarpSize\b", body):
+                if "warpSize" in params or (declared and m.start() >= declared.start()) or re.search(
+                        r"(?:\.|->)\s*$", body[:m.start()]):
+                    continue  # a name the macro declares (or a parameter or field): not the builtin
                 self.site("PRT511", (base + m.start(), base + m.end()), "macro defined as `warpSize`: it is not a "
                           "constant on CUDA nor constexpr from ROCm 7.0, and 64 in the HIP host pass. Replaced by "
                           "PORTER_LOGICAL_WARP." if self.strategy == LOGICAL else "macro defined as `warpSize`.",
@@ -1093,6 +1405,192 @@ class Analyser:
             for m in re.finditer(r"\b__AMDGCN_WAVEFRONT_SIZE(?:__)?\b", body):
                 self.site("PRT512", (base + m.start(), base + m.end()), "deprecated wavefront macro in a macro body "
                           "(64 in the host pass, removed in recent LLVM).")
+
+    # -- hazards no logical strategy removes, and per-target constants ------------------------------
+    _PIN_CODES = ("PRT501", "PRT508", "PRT509", "PRT511", "PRT513", "PRT521")
+
+    def _arch_guard(self) -> None:
+        """Code that uses a warp constant that is 64 under HIP gets no logical-width pin.
+
+        ``#ifdef USE_ROCM / #define WARP_SIZE 64``, ``constexpr int kWarpSize = 64`` under a HIP branch
+        and device ``C10_WARP_SIZE`` (64 on gfx9 under ROCm torch) make a loop bound or lane
+        arithmetic wavefront-wide on AMD: width-32 helpers would then reduce only half of it.
+        """
+        self._arch_functions()
+        spans: list[tuple[int, int, str]] = []
+        for f in self.funcs:
+            if f.kind == "host":
+                continue
+            name = self.arch_name(f.text)
+            if name:
+                f.arch = name
+        changed = True
+        while changed:  # device functions called from such code share its warp width
+            changed = False
+            called = {}
+            for f in self.funcs:
+                if f.arch:
+                    for c in re.findall(r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*>)?\s*\(", f.text):
+                        called.setdefault(c, f.arch)
+            for f in self.funcs:
+                if f.kind != "host" and not f.arch and f.name in called:
+                    f.arch = called[f.name]
+                    changed = True
+        for f in self.funcs:
+            if f.arch:
+                spans.append((self.c(f.start), self.c(f.end), f.arch))
+        for node in self.caps.get("def", []) + self.caps.get("fdef", []):
+            v = node.child_by_field_name("value")
+            if v is not None:
+                name = self.arch_name(self.t(v))
+                if name:
+                    spans.append((self.c(v.start_byte), self.c(v.end_byte), name))
+        shim_spans = []
+        if self.shims:
+            pat = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(self.shims))) + r")\s*\(")
+            shim_spans = [(self.c(f.start), self.c(f.end)) for f in self.funcs if f.kind != "host" and pat.search(f.text)]
+        if shim_spans:  # device warpSize there is the repository's physical port: consistent, not a hazard
+            self.sites = [s for s in self.sites
+                          if not (s.code == "PRT521" and any(a <= s.start < b for a, b in shim_spans))]
+        for s in self.sites:
+            if self.strategy == LOGICAL and s.code in self._PIN_CODES and s.edits and any(
+                    a <= s.start < b for a, b in shim_spans):
+                s.message += (" Not patched: the collectives of this function go through the repository's own HIP "
+                              "shim of the *_sync intrinsics (wavefront-wide there); a 32-lane pin would disagree "
+                              "with them.")
+                s.edits, s.fix, s.needs_header = [], Applicability.NONE, False
+        if not spans:
+            return
+        for s in self.sites:
+            for a, b, name in spans:
+                if not a <= s.start < b:
+                    continue
+                s.info = False
+                if self.strategy == PHYSICAL:
+                    break
+                if s.code not in self._PIN_CODES:
+                    s.message += (f" Here the kernel also uses `{name}` ({self.arch_value(name)} under HIP): "
+                                  "host and device must agree on that width; porter leaves it unpatched.")
+                    break
+                hv = self.arch_value(name)
+                s.message += (f" Not patched: this code also uses `{name}`, which is {hv} under HIP, so its "
+                              "loops and lane arithmetic span the whole wavefront there; a 32-lane pin would "
+                              "change its results on AMD. Port it with the physical strategy "
+                              "(PORTER_WARP_SIZE) or by hand.")
+                s.edits, s.fix, s.needs_header = [], Applicability.NONE, False
+                break
+
+    def _arch_functions(self) -> None:
+        """Warp-size functions that return 64 on a HIP path (`#if ... __GFX9__ ... return 64`)."""
+        if self.scan is None:
+            return
+        original = getattr(self, "original", self.text)
+        starts = [0]
+        for line in self.scan.lines:
+            starts.append(starts[-1] + len(line))
+        for f in self.funcs:
+            if not re.search(r"warp|wave", f.name, re.I):
+                continue
+            a, b = self.c(f.start), self.c(f.end)
+            first = bisect.bisect_right(starts, a) - 1
+            last = bisect.bisect_right(starts, b) - 1
+            for i in range(max(first, 0), min(last + 1, len(self.scan.lines))):
+                if self.scan.status[i][HIP] != 0 and re.search(
+                        r"\breturn\s+\(?\s*(?:64|warpSize|__AMDGCN_WAVEFRONT_SIZE\w*)\b", original[starts[i]:starts[i + 1]]):
+                    self.hsym.defines.setdefault(f.name, "64")
+                    self.sym.defines.setdefault(f.name, "32")
+                    self.__dict__.get("_arch_cache", {}).pop(f.name, None)
+                    break
+
+    _WS_NAME = re.compile(r"^(?:warpSize|warp_?size|WARP_?SIZE|kWarpSize|warpsize|ws)$")
+
+    def _host_checks(self) -> None:
+        """Host checks that pin the device warp size (`prop.warpSize == 32`, `assert(ws == 32)`)."""
+        for b in self.caps.get("bin", []):
+            op = b.child_by_field_name("operator")
+            if op is None or self.t(op) not in ("==", "!="):
+                continue
+            f = self.func_at(b.start_byte)
+            if f is None or f.kind != "host":
+                continue
+            sides = [b.child_by_field_name("left"), b.child_by_field_name("right")]
+            if any(x is None for x in sides):
+                continue
+            texts = [self.t(x).strip() for x in sides]
+            for x, y in ((0, 1), (1, 0)):
+                tail = re.split(r"\.|->", texts[x])[-1]
+                if not self._WS_NAME.match(tail) or self.sym.value(texts[y]) not in (32, 64):
+                    continue
+                if "." not in texts[x] and "->" not in texts[x] and tail not in ("warpSize",) and not re.search(
+                        rf"\b{re.escape(tail)}\s*=\s*[^;]*(?:warpSize|WarpSize|warp_size\s*\()", f.text):
+                    continue
+                self.site("PRT510", b, f"host check `{self.t(b)}` pins the device warp size to "
+                          f"{self.sym.value(texts[y])}: AMD wave64 devices report 64 and wave32 ones 32, so the "
+                          "check (or the code path it guards) changes on AMD. No logical-warp rewrite removes "
+                          "it: accept both sizes, or dispatch on porter::host_warp_size().")
+                break
+
+    _INTRINSIC_NAMES = re.compile(
+        r"^(?:__shfl(?:_up|_down|_xor)?(?:_sync)?|__ballot(?:_sync)?|__any(?:_sync)?|__all(?:_sync)?|"
+        r"__activemask|__syncwarp|__lane_id|__lanemask_\w+)$")
+
+    def _intrinsic_overloads(self) -> None:
+        """User functions named like warp intrinsics.
+
+        Their bodies forward to the real intrinsic for the caller (the width and mask are the
+        caller's), so nothing inside them is reported on its own. One that takes a 32-bit mask
+        collides with HIP's declarations after HIPify (64-bit masks): reported, never patched.
+        """
+        overloads = [f for f in self.funcs if self._INTRINSIC_NAMES.match(f.name)]
+        if not overloads:
+            return
+        spans = [(self.c(f.start), self.c(f.end)) for f in overloads]
+        self.sites = [s for s in self.sites if not any(a <= s.start < b for a, b in spans)]
+        for f in overloads:
+            decl = f.node.child_by_field_name("declarator")
+            while decl is not None and decl.type != "function_declarator":
+                decl = decl.child_by_field_name("declarator")
+            params = decl.child_by_field_name("parameters") if decl is not None else None
+            first = next((c for c in params.named_children if c.type != "comment"), None) if params else None
+            if first is None:
+                continue
+            ft = self.t(first)
+            pname = first.child_by_field_name("declarator")
+            pn = re.sub(r"[&*\s]", "", self.t(pname)) if pname is not None else ""
+            if not pn or not re.search(rf"\b__\w+_sync\s*\(\s*{re.escape(pn)}\s*,", f.text):
+                continue  # the 32-bit mask never reaches HIP's 64-bit-mask builtins
+            if not re.search(r"mask", ft, re.I) or not re.match(
+                    r"\s*(?:const\s+)?(?:unsigned(?:\s+int)?|uint32_t|int|unsigned\s+int)\b(?!\s+long)", ft):
+                continue
+            self.site("PRT524", decl, f"user function named like the warp intrinsic `{f.name}` with a 32-bit mask "
+                      f"`{ft.strip()}`: after HIPify it overloads HIP's own `{f.name}`, whose mask is 64-bit "
+                      "(and whose default width is the wavefront); calls then resolve to either, or are "
+                      "ambiguous. Rename it (or give it a porter_lanemask_t mask) by hand; porter does not "
+                      "patch it.")
+
+    def _cub_widths(self) -> None:
+        """cub/hipcub code whose width is physical on AMD."""
+        for m in re.finditer(r"\bCUB_WARP_THREADS\s*\(\s*\w*\s*\)|\bCUB_PTX_WARP_THREADS\b", self.text):
+            ctx = self.text[max(0, m.start() - 40): m.end() + 40]
+            if not re.search(r"[=!<>]=|[<>]|%|/", ctx):
+                continue
+            self.site("PRT525", (m.start(), m.end()), f"`{m.group(0)}` is the hardware warp of the target: "
+                      "64 on CDNA under hipcub. Code that compares or divides by it assumes 32 lanes on CUDA "
+                      "only; no logical-warp rewrite changes a library constant. Review the branch.")
+        for node in self.caps.get("ttype", []):
+            name = self.t(node.child_by_field_name("name"))
+            if name not in ("BlockReduce", "BlockScan", "BlockLoad", "BlockStore", "BlockRadixSort",
+                            "BlockExchange", "BlockHistogram", "BlockDiscontinuity"):
+                continue
+            args = node.child_by_field_name("arguments")
+            named = [c for c in args.named_children if c.type != "comment"] if args is not None else []
+            if len(named) < 2:
+                continue
+            dims = [self.sym.value(self.t(x)) for x in named[1:2]]
+            if dims and dims[0] is not None and dims[0] % 64 != 0:
+                self.site("PRT525", node, f"`{name}` with a block of {dims[0]} threads: hipcub's block "
+                          "primitives need block sizes that are a multiple of the 64-lane wavefront on CDNA "
+                          "(warp-level storage is per physical warp). Use a multiple of 64.")
 
     def _mma_guard(self) -> None:
         """MMA fragment code: report once per function and drop porter's edits inside it."""
@@ -1111,6 +1609,15 @@ class Analyser:
                     s.fix = Applicability.NONE
                     s.needs_header = False
                     s.message += " (not patched: MMA fragment code in this function)"
+
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"", re.S)
+
+
+def _uncomment(text: str) -> str:
+    """``text`` with comments blanked (same length; string literals kept)."""
+    return _COMMENT.sub(lambda m: m.group(0) if m.group(0).startswith('"') else re.sub(r"[^\n]", " ", m.group(0)),
+                        text)
 
 
 def _split_args(text: str, pos: int) -> list[tuple[str, int, int]] | None:
@@ -1140,7 +1647,14 @@ def _split_args(text: str, pos: int) -> list[tuple[str, int, int]] | None:
     return None
 
 
-def analyse(text: str, strategy: str = LOGICAL, cache: dict | None = None) -> Analyser:
-    a = Analyser(text, strategy, cache)
+def analyse(text: str, strategy: str = LOGICAL, cache: dict | None = None,
+            shims: frozenset[str] = frozenset(), known: Mapping[str, str] | None = None,
+            includes_warp: bool = False) -> Analyser:
+    """Analyse ``text``; ``shims`` are warp intrinsics the repository redefines for HIP itself,
+    ``known`` the macros its headers define on one platform only (see ``_warp_preproc.scan``)."""
+    masked, sc = mask(text, known=known)
+    a = Analyser(masked, strategy, cache if masked is text else None, sc, shims)
+    a.includes_warp = includes_warp
+    a.original = text
     a.run()
     return a

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
 import libcst as cst
 
@@ -33,6 +35,7 @@ from porter.findings import Applicability, Category, Edit, Finding, Severity
 from porter.framework import Family, FileContext, PyVisitor, rule
 
 from ._warp_analysis import HEADER, LOGICAL, PHYSICAL, Analyser, Site, analyse
+from ._warp_preproc import CUDA, HIP, scan
 
 NAME = "warp_size"
 
@@ -131,6 +134,15 @@ _TABLE = (
     ("PRT523", "warp-physical-strategy-unavailable", "The physical strategy was requested but host code in the "
      "file computes geometry from the warp size; porter used the logical strategy.", _R, _I, _NONE, 0.0,
      "porter offers the physical (wavefront-generic) strategy only where host and device provably agree."),
+    ("PRT524", "warp-intrinsic-overload", "User function named like a warp intrinsic (`__shfl_up_sync` overload "
+     "for a half type...).", _R, _E, _NONE, 0.5,
+     "After HIPify the user function overloads or redefines HIP's declaration (64-bit mask, wavefront default "
+     "width); overload resolution and meaning change on AMD (C/W). Manual: rename it; porter leaves calls to "
+     "it and its body unpatched."),
+    ("PRT525", "warp-library-physical-width", "cub/hipcub code whose width is the hardware warp "
+     "(`CUB_WARP_THREADS` comparisons, block primitives on blocks that are not a multiple of 64).", _R, _W, _NONE,
+     0.5, "hipcub's warp constant is 64 on CDNA and its block primitives assume whole wavefronts; a logical "
+     "32-lane warp cannot change a library's width (W). Manual review."),
 )
 
 RULES = tuple(
@@ -140,7 +152,8 @@ RULES = tuple(
 
 _CUDA_TOKENS = ("__shfl", "__ballot", "__any", "__all", "__activemask", "__syncwarp", "warpSize",
                 "__AMDGCN_WAVEFRONT_SIZE", "WarpReduce", "WarpScan", "tiled_partition", "__match_", "__reduce_",
-                "laneid", "lanemask", "C10_WARP_SIZE", "mma.sync", "wmma", "__fns", "volatile")
+                "laneid", "lanemask", "C10_WARP_SIZE", "mma.sync", "wmma", "__fns", "volatile", "CUB_WARP_THREADS",
+                "BlockReduce", "BlockScan", ".ballot(", "<<<")
 _PY_TOKENS = ("31) // 32", "num_warps", "warps *")
 
 
@@ -195,19 +208,103 @@ def _strategy(ctx: FileContext) -> str:
     return PHYSICAL if s == PHYSICAL else LOGICAL
 
 
+SHIMS_FACT = "warp_hip_shims"
+PLATFORM_FACT = "warp_platform_macros"
+WARP_HEADERS_FACT = "warp_collective_headers"
+_RAW_COLLECTIVE = re.compile(rb"\b(__shfl(?:_up|_down|_xor)?(?:_sync)?|__ballot(?:_sync)?|__any_sync|__all_sync|"
+                             rb"__activemask|__syncwarp)\s*\(")
+_LOCAL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+_PLATFORM_HINT = re.compile(rb"HIP|ROCM|__CUDA_ARCH__|__NVCC__|_sync\s*\(")
+_SHIM_DEF = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+(__shfl(?:_up|_down|_xor)?_sync|__ballot_sync|__any_sync|__all_sync|"
+                       rb"__activemask|__syncwarp)[ \t]*\(", re.M)
+
+
+def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
+    """Repository-wide facts for the per-file analysis, from its headers (first 1 MiB of each,
+    never followed out of ``root``):
+
+    - warp intrinsics the repository redefines as macros (ggml's ``vendors/hip.h``): calls to
+      them are the repository's own port, neither reported nor rewritten;
+    - macros a header defines on one platform only (``#if !defined(GGML_USE_HIP) ...
+      #define TURING_MMA_AVAILABLE``): other files' ``#ifdef`` on them select that platform.
+    """
+    names: set[str] = set()
+    where: dict[str, set[str]] = {}
+    collective: dict[str, set[str]] = {}
+    for rel in relpaths:
+        if not rel.endswith((".h", ".cuh", ".hpp", ".hh", ".hxx", ".inl")):
+            continue
+        path = root / rel
+        try:
+            if path.is_symlink() or not path.is_file():
+                continue
+            with open(path, "rb") as fh:
+                data = fh.read(1 << 20)
+        except OSError:
+            continue
+        called = {m.group(1).decode() for m in _RAW_COLLECTIVE.finditer(data)}
+        if called:
+            collective[posixpath.basename(rel)] = called
+        if b"#" not in data or not _PLATFORM_HINT.search(data):
+            continue
+        text = data.decode("utf-8", "replace")
+        sc = scan(text)
+        for i, line in enumerate(sc.lines):
+            m = _SHIM_DEF.match(line.encode("utf-8", "replace"))
+            if m and sc.status[i][HIP] != 0:
+                names.add(m.group(1).decode())
+        for d in sc.defines:
+            where.setdefault(d.name, set()).update(c for c in (CUDA, HIP) if d.active[c] != 0)
+    out: dict[str, tuple] = {}
+    warp_headers = {h for h, called in collective.items() if called - names}  # the repo's own shims do not count
+    if warp_headers:
+        out[WARP_HEADERS_FACT] = tuple(sorted(warp_headers))
+    if names:
+        out[SHIMS_FACT] = tuple(sorted(names))
+    one = tuple(sorted((n, next(iter(c))) for n, c in where.items() if len(c) == 1))
+    if one:
+        out[PLATFORM_FACT] = one
+    return out
+
+
 def check_cuda(ctx: FileContext) -> list[Finding]:
     if posixpath.basename(ctx.relpath) == HEADER:
         return []  # porter's own header: its raw intrinsics are the implementation
     strategy = _strategy(ctx)
-    a = analyse(ctx.text, strategy, ctx.cache)
+    shims = frozenset(ctx.facts.extra.get(SHIMS_FACT, ()))
+    known = dict(ctx.facts.extra.get(PLATFORM_FACT, ()))
+    headers = set(ctx.facts.extra.get(WARP_HEADERS_FACT, ()))
+    includes_warp = bool(headers) and any(posixpath.basename(m.group(1)) in headers
+                                          for m in _LOCAL_INCLUDE.finditer(ctx.text))
+    a = analyse(ctx.text, strategy, ctx.cache, shims, known, includes_warp)
     extra: list[Finding] = []
     if strategy == PHYSICAL and a.physical_blockers:
         byte, why = a.physical_blockers[0]
         pos = a.c(byte)
-        a = analyse(ctx.text, LOGICAL, ctx.cache)
+        a = analyse(ctx.text, LOGICAL, ctx.cache, shims, known, includes_warp)
         extra.append(ctx.finding("PRT523", f"physical warp strategy not applied to this file ({why} at line "
                                  f"{ctx.position(pos)[0]}); porter used the logical 32-lane warp instead.", pos, pos))
-    return extra + _to_findings(ctx, a.sites, a)
+    return extra + _to_findings(ctx, a.sites, a) + _jit_sources(ctx)
+
+
+_RAW_STRING = re.compile(r'\bR"([^()\\\s]{0,16})\((.*?)\)\1"', re.S)
+
+
+def _jit_sources(ctx: FileContext) -> list[Finding]:
+    """CUDA source in C++ raw string literals (NVRTC/JIT kernels): analysed, reported, never patched."""
+    out: list[Finding] = []
+    if 'R"' not in ctx.text:
+        return out
+    for m in _RAW_STRING.finditer(ctx.text):
+        body = m.group(2)
+        if not _EMBEDDED.search(body):
+            continue
+        base = m.start(2)
+        for site in analyse(body, LOGICAL).sites:
+            out.append(ctx.finding(site.code, site.message + " (CUDA source in a C++ string literal, compiled at run "
+                                   "time: report only; port the kernel text by hand)", base + site.start,
+                                   base + site.end))
+    return out
 
 
 def _to_findings(ctx: FileContext, sites: list[Site], a: Analyser) -> list[Finding]:
@@ -228,6 +325,8 @@ def _to_findings(ctx: FileContext, sites: list[Site], a: Analyser) -> list[Findi
             if include_edit is not None:
                 edits = edits + (include_edit,)
             kwargs["new_files"] = new_files
+        if s.info and not edits:
+            kwargs.update(category=Category.BENIGN, severity=_I, effort_hours=0.0)
         out.append(ctx.finding(s.code, s.message, s.start, s.end, fix=s.fix if edits else _NONE, edits=edits,
                                **kwargs))
     return out
@@ -301,6 +400,7 @@ FAMILY = Family(
     tokens=_CUDA_TOKENS + _PY_TOKENS,
     python=WarpPyVisitor,
     checkers={"cuda": check_cuda},
+    repo_facts=repo_facts,
     description="Routes raw warp shuffles, votes and `__syncwarp` through `porter_warp.h` (added next to the "
     "patched file) so that a warp stays 32 lanes on every target: explicit width 32 on shuffles, votes "
     "restricted to the caller's 32-lane half of a 64-lane wavefront, 64-bit masks where HIP needs them. On CUDA "

@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import libcst as cst
@@ -94,6 +95,9 @@ class Family:
     description: str = ""  # what its patch changes and why (Markdown)
     verified: str = ""  # what porter's test-suite verifies for this family
     review: str = ""  # what a human still needs to check after its patch
+    # Repo-wide pre-scan over the files of its languages (root, relpaths) -> entries merged into
+    # RepoFacts.extra for every file of the run; must only read inside root.
+    repo_facts: Callable[[Path, Sequence[str]], Mapping[str, Any]] | None = None
 
     @property
     def languages(self) -> frozenset[str]:

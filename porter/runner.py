@@ -631,6 +631,14 @@ def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | No
     attention = _attention_facts(root, refs if tree is None else tree)
     if attention is not None:
         extra[attention[0]] = attention[1]
+    for fam in registry.families():
+        if fam.repo_facts is None or (settings is not None and not _family_selected(fam, settings)):
+            continue
+        rels = [r.relpath for r in (refs if tree is None else tree) if r.language in fam.languages]
+        try:
+            extra.update(fam.repo_facts(root, rels))
+        except Exception:  # noqa: BLE001 - a failing pre-scan must not stop the run
+            continue
     return RepoFacts(pins=pins, manifests=tuple(sorted(manifest_texts)), scopes=scopes, extra=extra)
 
 
@@ -679,6 +687,25 @@ def _attention_facts(root: Path, refs: Sequence[SourceRef]) -> tuple[str, object
             yield ref.relpath, data.decode("utf-8", "replace")
 
     return hf.FACTS_KEY, hf.collect(texts())
+
+
+def _stable(value: Any) -> Any:
+    """``value`` with sets sorted and mappings ordered, so its repr is the same in every process
+    (a cache key must not depend on the hash seed)."""
+    if isinstance(value, Mapping):
+        return sorted((repr(k), _stable(v)) for k, v in value.items())
+    if isinstance(value, (set, frozenset)):
+        return sorted(repr(_stable(v)) for v in value)
+    if isinstance(value, (list, tuple)):
+        return [_stable(v) for v in value]
+    return value
+
+
+def _family_selected(fam: Any, settings: Settings) -> bool:
+    try:
+        return any(settings.is_enabled(r.code) for r in fam.rules)
+    except AttributeError:
+        return True
 
 
 def _os_threads() -> int:
@@ -805,7 +832,8 @@ def run(
         key = hashlib.blake2b(
             (settings.fingerprint() + repr(sorted(facts.pins.items()))
              + repr(sorted((k, sorted(v.items())) for k, v in facts.scopes.items()))
-             + repr(facts.extra.get("hf_attention"))).encode(), digest_size=8
+             + repr(_stable({k: v for k, v in facts.extra.items() if k not in ("existing_files", "local_modules")}))
+             ).encode(), digest_size=8
         ).hexdigest()
         cache = Cache(root, key, Path(settings.cache_dir) if settings.cache_dir else None)
     phase1 = [r for r in found.files if not is_manifest(r)]

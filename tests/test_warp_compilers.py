@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from porter.codemods.warp_size import header_text
 from porter.config import Settings
 from porter.engine import fix
 from porter.hipify_wrappers import run_hipify
@@ -183,3 +184,66 @@ def test_physical_strategy_falls_back_when_host_reads_warp_size() -> None:
     s = Settings(select=settings_for("warp_size").select, options=(("warp_size", (("strategy", "physical"),)),))
     got = findings(src, "warp_hazards.cu", settings=s)
     assert any(f.code == "PRT523" for f in got)
+
+
+HALF_KERNEL = """\
+#include <cuda_fp16.h>
+// a half type like at::Half: converts to float and to __half, shuffled through a user overload
+struct Half16 {
+  unsigned short x;
+  __device__ operator float() const { return __half2float(__ushort_as_half(x)); }
+  __device__ operator __half() const { return __ushort_as_half(x); }
+};
+// USER_OVERLOAD
+template <typename T>
+__device__ T warp_sum(T v) {
+  for (int o = 16; o > 0; o >>= 1) v = v + __shfl_down_sync(0xffffffff, v, o);
+  return v;
+}
+__global__ void k(__half* h, float* f, Half16* q) {
+  h[threadIdx.x] = __shfl_xor_sync(0xffffffff, h[threadIdx.x], 1);
+  f[threadIdx.x] = warp_sum(f[threadIdx.x]);
+  q[threadIdx.x] = __shfl_down_sync(0xffffffff, q[threadIdx.x], 1);
+}
+"""
+
+
+USER_OVERLOAD = """\
+__device__ Half16 __shfl_down_sync(const unsigned mask, const Half16 var, const unsigned delta) {
+  Half16 r;
+  r.x = __half_as_ushort(__shfl_down_sync(mask, var.operator __half(), delta));
+  return r;
+}
+"""
+
+
+def _nvcc_text(text: str, work: Path, stem: str) -> subprocess.CompletedProcess:
+    src = work / f"{stem}.cu"
+    src.write_text(text)
+    return _nvcc(src, work)
+
+
+@needs_nvcc
+@needs_hipcc
+def test_patched_half_shuffles_compile_on_both_targets(work: Path) -> None:
+    """HIP's shuffles take arithmetic types only, and on CUDA a class type converting to float and
+    __half is ambiguous once porter's call bypasses the user's overload: porter's helpers move class
+    types as their bits (a shuffle is a data move)."""
+    with_overload = HALF_KERNEL.replace("// USER_OVERLOAD\n", USER_OVERLOAD)
+    assert _nvcc_text(with_overload, work, "half_orig").returncode == 0
+    patched_overload, _ = _patch(with_overload, "half_ov.cu")
+    assert "porter_shfl_down(q[threadIdx.x], 1)" in patched_overload
+    (work / "porter_warp.h").write_text(header_text())
+    res = _nvcc_text(patched_overload, work, "half_ov")  # the CUDA build must not break (it did: ambiguous)
+    assert res.returncode == 0, res.stderr[-3000:]
+    text, new_files = _patch(HALF_KERNEL, "csrc/half.cu")
+    assert "porter_shfl_xor(h[threadIdx.x], 1)" in text and "porter_shfl_down(q[threadIdx.x], 1)" in text
+    root = work / "half"
+    (root / "csrc").mkdir(parents=True)
+    (root / "csrc" / "half.cu").write_text(text)
+    for path, body in new_files.items():
+        (root / path).write_text(body)
+    res = _nvcc(root / "csrc" / "half.cu", work)
+    assert res.returncode == 0, res.stderr[-3000:]
+    res = _hipcc(_hipify(root, "csrc/half.cu"), work)
+    assert res.returncode == 0, res.stderr[-3000:]

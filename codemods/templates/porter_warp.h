@@ -26,12 +26,14 @@
     (defined(__HIP__) && !defined(__HIP_PLATFORM_NVIDIA__) && !defined(__HIP_PLATFORM_NVCC__))
 #define PORTER_HIP 1
 #include <hip/hip_runtime.h>
+#include <type_traits>
 #else
 #define PORTER_HIP 0
 #endif
 
 #if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
 #define PORTER_HAS_DEVICE 1
+#include <type_traits>
 #else
 #define PORTER_HAS_DEVICE 0
 #endif
@@ -123,31 +125,60 @@ inline int host_warp_size(int device = -1) { (void)device; return 32; }  // ever
 #if PORTER_HAS_DEVICE
 #define PORTER_DEV __device__ __forceinline__
 
+namespace porter_detail {
+// Shuffles of class types (__half, at::Half, bfloat16, small structs) move their 16, 32 or 64 bits
+// as an integer: a shuffle is a pure data move, so this is exactly what a type's own overload does.
+// HIP has overloads for arithmetic types only; on CUDA a class type with conversions to several
+// of them (at::Half -> float and __half) would be ambiguous.
+template <typename T, bool Arith = std::is_arithmetic<T>::value, int Size = sizeof(T)> struct via {
+  template <typename F> static PORTER_DEV T run(T v, F f) { return f(v); }
+};
+#define PORTER_VIA_BITS(SIZE, BITS, WIDE)                                           \
+  template <typename T> struct via<T, false, SIZE> {                               \
+    template <typename F> static PORTER_DEV T run(T v, F f) {                      \
+      BITS b; __builtin_memcpy(&b, &v, SIZE);                                      \
+      b = static_cast<BITS>(f(static_cast<WIDE>(b)));                              \
+      T out; __builtin_memcpy(&out, &b, SIZE); return out;                         \
+    }                                                                              \
+  };
+PORTER_VIA_BITS(2, unsigned short, int)
+PORTER_VIA_BITS(4, unsigned int, unsigned int)
+PORTER_VIA_BITS(8, unsigned long long, unsigned long long)
+#undef PORTER_VIA_BITS
+
+}  // namespace porter_detail
+
 #if !PORTER_HIP
-// CUDA: every helper is the *_sync intrinsic with the full 32-bit mask.
+// CUDA: every helper is the *_sync intrinsic with the full 32-bit mask (or the caller's mask).
+namespace porter_detail {
+struct cop_idx { unsigned int k; int s, w; template <typename X> PORTER_DEV X operator()(X x) const { return __shfl_sync(k, x, s, w); } };
+struct cop_up { unsigned int k, d; int w; template <typename X> PORTER_DEV X operator()(X x) const { return __shfl_up_sync(k, x, d, w); } };
+struct cop_down { unsigned int k, d; int w; template <typename X> PORTER_DEV X operator()(X x) const { return __shfl_down_sync(k, x, d, w); } };
+struct cop_xor { unsigned int k; int m, w; template <typename X> PORTER_DEV X operator()(X x) const { return __shfl_xor_sync(k, x, m, w); } };
+}  // namespace porter_detail
 template <typename T> PORTER_DEV T porter_shfl(T v, int src, int width = PORTER_LOGICAL_WARP) {
-  return __shfl_sync(0xffffffffu, v, src, width);
+  porter_detail::cop_idx f = {0xffffffffu, src, width}; return porter_detail::via<T>::run(v, f);
 }
 template <typename T> PORTER_DEV T porter_shfl_up(T v, unsigned int d, int width = PORTER_LOGICAL_WARP) {
-  return __shfl_up_sync(0xffffffffu, v, d, width);
+  porter_detail::cop_up f = {0xffffffffu, d, width}; return porter_detail::via<T>::run(v, f);
 }
 template <typename T> PORTER_DEV T porter_shfl_down(T v, unsigned int d, int width = PORTER_LOGICAL_WARP) {
-  return __shfl_down_sync(0xffffffffu, v, d, width);
+  porter_detail::cop_down f = {0xffffffffu, d, width}; return porter_detail::via<T>::run(v, f);
 }
 template <typename T> PORTER_DEV T porter_shfl_xor(T v, int m, int width = PORTER_LOGICAL_WARP) {
-  return __shfl_xor_sync(0xffffffffu, v, m, width);
+  porter_detail::cop_xor f = {0xffffffffu, m, width}; return porter_detail::via<T>::run(v, f);
 }
 template <typename M, typename T> PORTER_DEV T porter_shfl_sync(M mask, T v, int src, int width = PORTER_LOGICAL_WARP) {
-  return __shfl_sync(static_cast<unsigned int>(mask), v, src, width);
+  porter_detail::cop_idx f = {static_cast<unsigned int>(mask), src, width}; return porter_detail::via<T>::run(v, f);
 }
 template <typename M, typename T> PORTER_DEV T porter_shfl_up_sync(M mask, T v, unsigned int d, int width = PORTER_LOGICAL_WARP) {
-  return __shfl_up_sync(static_cast<unsigned int>(mask), v, d, width);
+  porter_detail::cop_up f = {static_cast<unsigned int>(mask), d, width}; return porter_detail::via<T>::run(v, f);
 }
 template <typename M, typename T> PORTER_DEV T porter_shfl_down_sync(M mask, T v, unsigned int d, int width = PORTER_LOGICAL_WARP) {
-  return __shfl_down_sync(static_cast<unsigned int>(mask), v, d, width);
+  porter_detail::cop_down f = {static_cast<unsigned int>(mask), d, width}; return porter_detail::via<T>::run(v, f);
 }
 template <typename M, typename T> PORTER_DEV T porter_shfl_xor_sync(M mask, T v, int m, int width = PORTER_LOGICAL_WARP) {
-  return __shfl_xor_sync(static_cast<unsigned int>(mask), v, m, width);
+  porter_detail::cop_xor f = {static_cast<unsigned int>(mask), m, width}; return porter_detail::via<T>::run(v, f);
 }
 PORTER_DEV unsigned int porter_ballot32(int p) { return __ballot_sync(0xffffffffu, p); }
 template <typename M> PORTER_DEV unsigned int porter_ballot32_sync(M mask, int p) {
@@ -167,27 +198,37 @@ template <typename M = unsigned int> PORTER_DEV void porter_syncwarp(M mask = 0x
 }
 #else  // PORTER_HIP
 namespace porter_detail {
+// One functor per shuffle (C++11: no generic lambdas in older hipcc defaults).
+struct op_idx { int s, w; template <typename X> PORTER_DEV X operator()(X x) const { return __shfl(x, s, w); } };
+struct op_up { unsigned int d; int w; template <typename X> PORTER_DEV X operator()(X x) const { return __shfl_up(x, d, w); } };
+struct op_down { unsigned int d; int w; template <typename X> PORTER_DEV X operator()(X x) const { return __shfl_down(x, d, w); } };
+struct op_xor { int m, w; template <typename X> PORTER_DEV X operator()(X x) const { return __shfl_xor(x, m, w); } };
+
 // Maskless family: lockstep wavefronts need no mask; the width keeps logical warps apart.
 template <bool UseSync> struct shfl_ops {
-  template <typename M, typename T> static PORTER_DEV T idx(M, T v, int s, int w) { return __shfl(v, s, w); }
-  template <typename M, typename T> static PORTER_DEV T up(M, T v, unsigned int d, int w) { return __shfl_up(v, d, w); }
-  template <typename M, typename T> static PORTER_DEV T down(M, T v, unsigned int d, int w) { return __shfl_down(v, d, w); }
-  template <typename M, typename T> static PORTER_DEV T xr(M, T v, int m, int w) { return __shfl_xor(v, m, w); }
+  template <typename M, typename T> static PORTER_DEV T idx(M, T v, int s, int w) { op_idx f = {s, w}; return via<T>::run(v, f); }
+  template <typename M, typename T> static PORTER_DEV T up(M, T v, unsigned int d, int w) { op_up f = {d, w}; return via<T>::run(v, f); }
+  template <typename M, typename T> static PORTER_DEV T down(M, T v, unsigned int d, int w) { op_down f = {d, w}; return via<T>::run(v, f); }
+  template <typename M, typename T> static PORTER_DEV T xr(M, T v, int m, int w) { op_xor f = {m, w}; return via<T>::run(v, f); }
 };
 #if PORTER_HIP_SYNC_BUILTINS
 // ROCm >= 6.3: the *_sync builtins, given the 64-bit wavefront mask they require.
+struct sop_idx { unsigned long long k; int s, w; template <typename X> PORTER_DEV X operator()(X x) const { return __shfl_sync(k, x, s, w); } };
+struct sop_up { unsigned long long k; unsigned int d; int w; template <typename X> PORTER_DEV X operator()(X x) const { return __shfl_up_sync(k, x, d, w); } };
+struct sop_down { unsigned long long k; unsigned int d; int w; template <typename X> PORTER_DEV X operator()(X x) const { return __shfl_down_sync(k, x, d, w); } };
+struct sop_xor { unsigned long long k; int m, w; template <typename X> PORTER_DEV X operator()(X x) const { return __shfl_xor_sync(k, x, m, w); } };
 template <> struct shfl_ops<true> {
   template <typename M, typename T> static PORTER_DEV T idx(M m, T v, int s, int w) {
-    return __shfl_sync(static_cast<unsigned long long>(m), v, s, w);
+    sop_idx f = {static_cast<unsigned long long>(m), s, w}; return via<T>::run(v, f);
   }
   template <typename M, typename T> static PORTER_DEV T up(M m, T v, unsigned int d, int w) {
-    return __shfl_up_sync(static_cast<unsigned long long>(m), v, d, w);
+    sop_up f = {static_cast<unsigned long long>(m), d, w}; return via<T>::run(v, f);
   }
   template <typename M, typename T> static PORTER_DEV T down(M m, T v, unsigned int d, int w) {
-    return __shfl_down_sync(static_cast<unsigned long long>(m), v, d, w);
+    sop_down f = {static_cast<unsigned long long>(m), d, w}; return via<T>::run(v, f);
   }
   template <typename M, typename T> static PORTER_DEV T xr(M m, T v, int lm, int w) {
-    return __shfl_xor_sync(static_cast<unsigned long long>(m), v, lm, w);
+    sop_xor f = {static_cast<unsigned long long>(m), lm, w}; return via<T>::run(v, f);
   }
 };
 #endif
@@ -196,10 +237,18 @@ template <typename M> struct use_sync { static const bool value = PORTER_HIP_SYN
 PORTER_DEV unsigned int half_base() { return __lane_id() & 32u; }
 }  // namespace porter_detail
 
-template <typename T> PORTER_DEV T porter_shfl(T v, int src, int width = PORTER_LOGICAL_WARP) { return __shfl(v, src, width); }
-template <typename T> PORTER_DEV T porter_shfl_up(T v, unsigned int d, int width = PORTER_LOGICAL_WARP) { return __shfl_up(v, d, width); }
-template <typename T> PORTER_DEV T porter_shfl_down(T v, unsigned int d, int width = PORTER_LOGICAL_WARP) { return __shfl_down(v, d, width); }
-template <typename T> PORTER_DEV T porter_shfl_xor(T v, int m, int width = PORTER_LOGICAL_WARP) { return __shfl_xor(v, m, width); }
+template <typename T> PORTER_DEV T porter_shfl(T v, int src, int width = PORTER_LOGICAL_WARP) {
+  return porter_detail::shfl_ops<false>::idx(0, v, src, width);
+}
+template <typename T> PORTER_DEV T porter_shfl_up(T v, unsigned int d, int width = PORTER_LOGICAL_WARP) {
+  return porter_detail::shfl_ops<false>::up(0, v, d, width);
+}
+template <typename T> PORTER_DEV T porter_shfl_down(T v, unsigned int d, int width = PORTER_LOGICAL_WARP) {
+  return porter_detail::shfl_ops<false>::down(0, v, d, width);
+}
+template <typename T> PORTER_DEV T porter_shfl_xor(T v, int m, int width = PORTER_LOGICAL_WARP) {
+  return porter_detail::shfl_ops<false>::xr(0, v, m, width);
+}
 template <typename M, typename T> PORTER_DEV T porter_shfl_sync(M mask, T v, int src, int width = PORTER_LOGICAL_WARP) {
   return porter_detail::shfl_ops<porter_detail::use_sync<M>::value>::idx(mask, v, src, width);
 }

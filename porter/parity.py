@@ -75,9 +75,9 @@ class _Lines:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.starts = [0]
+        self.starts = [0]  # line starts after \n, \r\n or a lone \r, as Python's tokenizer counts lines
         for i, ch in enumerate(text):
-            if ch == "\n":
+            if ch == "\n" or (ch == "\r" and text[i + 1:i + 2] != "\n"):
                 self.starts.append(i + 1)
 
     def offset(self, line: int, col_bytes: int) -> int:
@@ -258,7 +258,12 @@ def collect_sites(result: RunResult) -> list[dict[str, Any]]:
                 main_text = max(finding.edits, key=lambda e: e.end - e.start).text
                 rank = seen.get(main_text, 0)
                 seen[main_text] = rank + 1
-                sites.append(_site(fr.relpath, original_text, stage, finding, i, rank))
+                try:
+                    sites.append(_site(fr.relpath, original_text, stage, finding, i, rank))
+                except (LookupError, ValueError, SyntaxError, RecursionError) as exc:
+                    sites.append({"id": f"{fr.relpath}:{finding.line}:{finding.code}", "path": fr.relpath,
+                                  "rule": finding.code, "fix": finding.fix.value, "kind": KINDS[finding.code].kind,
+                                  "skip": f"porter could not record this site ({type(exc).__name__})"})
     return sites
 
 

@@ -187,3 +187,17 @@ def test_emit_parity_replaces_an_existing_module(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr.decode()
     assert "an older parity module" not in module.read_text()
     assert "def test_porter_parity" in module.read_text()
+
+
+@pytest.mark.parametrize("newline", ["\r", "\r\n"], ids=["cr-only", "crlf"])
+def test_sites_in_files_with_other_line_ends(tmp_path: Path, newline: str) -> None:
+    """Line numbers count a lone CR as a line end, as Python does (this crashed migrate once)."""
+    tree = tmp_path / "repo"
+    tree.mkdir()
+    lines = ["from apex.normalization import FusedLayerNorm", "", "", "def build(width):",
+             "    return FusedLayerNorm(width, eps=1e-6)", ""]
+    (tree / "norm.py").write_bytes(newline.join(lines).encode())
+    proc = run_porter("apply", str(tree), "--emit-parity", "tests/porter_parity")
+    assert proc.returncode == 0, proc.stderr.decode()
+    result = run_parity(tree)
+    assert result.returncode == 0 and "1 passed" in result.stdout, result.stdout + result.stderr

@@ -43,7 +43,8 @@ def test_file_named_like_an_option_is_a_file(tmp_path: Path, command: str) -> No
     (tmp_path / "--select=PRT999.py").write_text(LOCKED)
     hooks = {h["id"]: h["entry"].split()[1:] for h in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())}
     args = hooks["porter-check" if command == "check" else "porter-fix"]
-    proc = run_porter(*args, "--no-cache", "--select=PRT999.py", cwd=tmp_path)
+    assert args[-1] == "--"
+    proc = run_porter(*args[:-1], "--no-cache", "--", "--select=PRT999.py", cwd=tmp_path)
     if command == "check":
         assert proc.returncode == 1 and b"PRT030" in proc.stdout, (proc.stdout, proc.stderr)
     else:

@@ -210,6 +210,7 @@ _FA_VARLEN = {
     "flash_attn_varlen_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func",
     "flash_attn_unpadded_func", "flash_attn_unpadded_qkvpacked_func", "flash_attn_unpadded_kvpacked_func",
 }
+_FA_V2_ONLY = {"flash_attn_varlen_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func"}
 _FA_MODULES = {
     "flash_attn.modules.mha.FlashSelfAttention": "FlashSelfAttention",
     "flash_attn.modules.mha.FlashCrossAttention": "FlashCrossAttention",
@@ -280,6 +281,8 @@ class AttentionVisitor(PyVisitor):
         self._returned: set[int] = set()  # calls directly returned
         self._assigned: dict[int, str] = {}  # call -> name it is assigned to
         self._assigned_target: dict[int, str] = {}  # call -> name or attribute chain it is assigned to
+        self._classes: list[cst.ClassDef] = []
+        self._attr_cache: dict[int, dict[str, list[cst.BaseExpression]]] = {}
         self._fa = flash_version(ctx.facts.pins.get("flash-attn"))
         self._torch_pin = ctx.facts.pins.get("torch")
 
@@ -319,9 +322,65 @@ class AttentionVisitor(PyVisitor):
         return facts
 
     # -- dispatch ------------------------------------------------------------------------------
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._classes.append(node)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self._classes.pop()
+
+    def _self_attributes(self, cls: cst.ClassDef) -> dict[str, list[cst.BaseExpression]]:
+        """``self.X = value`` assignments anywhere in the class's methods."""
+        found = self._attr_cache.get(id(cls))
+        if found is None:
+            found = {}
+
+            class _V(cst.CSTVisitor):
+                def visit_Assign(inner, n: cst.Assign) -> None:  # noqa: N805
+                    for t in n.targets:
+                        tt = t.target
+                        if isinstance(tt, cst.Attribute) and isinstance(tt.value, cst.Name) and \
+                                tt.value.value == "self":
+                            found.setdefault(tt.attr.value, []).append(n.value)
+
+            cls.visit(_V())
+            self._attr_cache[id(cls)] = found
+        return found
+
+    def _attribute_bound(self, node: cst.Call) -> None:
+        """``self.attn_fn(q, k, v)`` where the class assigns ``self.attn_fn = flash_attn_func``: found and
+        reported; not rewritten, since code outside this class may read or replace the attribute."""
+        f = node.func
+        if not (isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value == "self"
+                and self._classes):
+            return
+        values = self._self_attributes(self._classes[-1]).get(f.attr.value, ())
+        quals = []
+        for value in values:
+            options = [value.body, value.orelse] if isinstance(value, cst.IfExp) else [value]
+            for opt in options:
+                q = self.qualname(opt) if isinstance(opt, (cst.Name, cst.Attribute)) else None
+                if q and q.startswith(("flash_attn", "xformers.")):
+                    quals.append(q)
+        if not quals:
+            return
+        qual = quals[0]
+        short = _fa_short(qual) or _xf_short(qual) or qual.rsplit(".", 1)[-1]
+        if qual.startswith("xformers."):
+            code = "PRT200"
+        elif short in _FA_VARLEN:
+            code = "PRT103"
+        else:
+            code = _FA_CODES.get(short, "PRT100")
+        how = ("conditionally " if len(values) > 1 or any(isinstance(v, cst.IfExp) for v in values) else "")
+        self.report(node, code, f"{short} called through the attribute self.{f.attr.value} ({how}bound to {qual} "
+                    "in this class): not rewritten, because code outside this call may read or replace the "
+                    "attribute; call the portable function directly here (see this rule's rewrite) or port by hand",
+                    fix=Applicability.NONE, data={"qualname": qual})
+
     def visit_Call(self, node: cst.Call) -> None:
         qual = self.qualname(node.func)
         if not qual:
+            self._attribute_bound(node)
             return
         if qual.startswith("flash_attn"):
             self._flash(node, qual)
@@ -370,6 +429,10 @@ class AttentionVisitor(PyVisitor):
         bound = bind(node, positional, positional + extra,
                      positional_note=" (flash-attn changed the later positional slots between releases)")
         plan = Plan()
+        if short == "flash_attn_func" and self._v2_proof() and not self._fa.known:
+            npos = len([a for a in node.args if a.keyword is None and not a.star])
+            if npos >= 4 and qual != "flash_attn.flash_attn_func":
+                plan.notes.append(f"v2 (q, k, v, dropout_p, ...) API: {self._v2_proof()}")
         try:
             if bound.error:
                 raise _Blocked(bound.error)
@@ -464,6 +527,17 @@ class AttentionVisitor(PyVisitor):
         self.ctx.module.visit(_V())
         return hit[0] if hit else None
 
+    def _v2_proof(self) -> str:
+        """Why the module provably uses flash-attn v2's API, or "": it imports a ``flash_attn_varlen_*``
+        function, a name that exists only from v2.0 on (v1 called them ``flash_attn_unpadded_*``)."""
+        for b in self.ctx.imports.statements:
+            name = b.target.rsplit(".", 1)[-1]
+            module = b.target.rsplit(".", 1)[0]
+            if name in _FA_V2_ONLY and module in ("flash_attn", "flash_attn.flash_attn_interface"):
+                return (f"the module imports {name} from {module}, which exists only in flash-attn >= 2.0 "
+                        "(v1 named it flash_attn_unpadded_*)")
+        return ""
+
     def _v1_reason(self, node: cst.Call, qual: str) -> str | None:
         """Why this `flash_attn_func` call may be flash-attn v1's (qkv, cu_seqlens, ...) API."""
         kws = {a.keyword.value for a in node.args if a.keyword is not None}
@@ -475,7 +549,7 @@ class AttentionVisitor(PyVisitor):
                     "(qkv, cu_seqlens, dropout_p, max_s); port it by hand")
         npos = len([a for a in node.args if a.keyword is None and not a.star])
         top_level = qual == "flash_attn.flash_attn_func"  # only v2 exports it from the package
-        if npos >= 4 and not top_level and not self._fa.known:
+        if npos >= 4 and not top_level and not self._fa.known and not self._v2_proof():
             return ("flash_attn_func with 4 positional arguments from flash_attn.flash_attn_interface and "
                     "no pinned version: could be v1 (qkv, cu_seqlens, dropout_p, max_s) or v2 "
                     "(q, k, v, dropout_p); pin flash-attn or pass dropout_p by keyword")
@@ -1088,9 +1162,9 @@ class AttentionVisitor(PyVisitor):
                 return False
 
             def visit_Name(inner, n: cst.Name) -> None:  # noqa: N805
-                for b in imports.bindings.get(n.value, ()):
-                    if b.target.startswith(("flash_attn", "xformers")):
-                        found.append(b.target)
+                for target in imports.import_targets(n.value):
+                    if target.startswith(("flash_attn", "xformers")):
+                        found.append(target)
 
         node.visit(_V())
         return tuple(dict.fromkeys(found))

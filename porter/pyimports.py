@@ -42,9 +42,38 @@ class Binding:
     local: str  # the name bound in the module ("F", "flash_attn", "fa")
     target: str  # what it refers to ("torch.nn.functional", "flash_attn.flash_attn_func")
     statement: cst.Import | cst.ImportFrom
-    gated: bool  # inside `try: ... except ImportError`
+    gated: bool  # inside `try: ... except ImportError` or `if is_x_available():`
     toplevel: bool  # at module level (not inside a def/class)
     module: str  # the imported module ("flash_attn" for both import forms)
+    gate: cst.Try | cst.If | None = None  # the innermost availability gate around it
+
+
+@dataclass(frozen=True)
+class Rebind:
+    """``name = <imported name or attribute of one>`` at module level (``attn = flash_attn_func``)."""
+
+    local: str
+    target: str  # the qualified name it resolves to
+    via: str  # the imported local name the value goes through ("flash_attn_func")
+    statement: cst.SimpleStatementLine
+    gate: cst.Try | cst.If | None
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """Another binding of a gated name on the path that runs when the package is missing."""
+
+    name: str
+    gate: cst.Try | cst.If
+    statement: cst.CSTNode  # the binding statement (class, def, assignment, import)
+    kind: str  # "class", "function", "assignment", "import"
+    real: bool  # False for a sentinel (`name = None`, a literal): not an alternative implementation
+
+    def describe(self) -> str:
+        what = {"class": f"class {self.name}", "function": f"def {self.name}",
+                "import": f"an import of {self.name}", "assignment": f"`{self.name} = ...`"}[self.kind]
+        where = "the except handler" if isinstance(self.gate, (cst.Try, cst.TryStar)) else "the else branch"
+        return f"{what} in {where} of its availability gate"
 
 
 def _handler_catches_import_error(handler: cst.ExceptHandler) -> bool:
@@ -58,45 +87,173 @@ def _handler_catches_import_error(handler: cst.ExceptHandler) -> bool:
     return any((dotted(t) or "").split(".")[-1] in _GATE_EXCEPTIONS for t in types)
 
 
+_SENTINELS = (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+
+
+def _is_sentinel(value: cst.BaseExpression) -> bool:
+    """`None`, `False`, a number or string: a marker, not an alternative implementation."""
+    if isinstance(value, cst.Name):
+        return value.value in {"None", "True", "False"}
+    return isinstance(value, _SENTINELS)
+
+
+def _probe_call(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+        op = expr.comparisons[0]
+        if isinstance(op.operator, (cst.IsNot, cst.NotEqual)) and isinstance(op.comparator, cst.Name) \
+                and op.comparator.value == "None":
+            return _probe_call(expr.left)
+        return False
+    if not isinstance(expr, cst.Call):
+        return False
+    func = expr.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    if name in {"find_spec", "find_loader", "module_available", "package_available"}:
+        return True
+    return name.startswith("is_") and name.endswith("_available") and name not in {"is_available"} \
+        and not name.startswith("is_torch")
+
+
 class ImportIndex:
-    """Every import binding in a module, found by walking statements only."""
+    """Every import binding in a module, found by walking statements only.
+
+    Besides imports it records, for names bound inside an availability gate (``try: import
+    x / except ImportError:`` or ``if is_x_available(): ... else: ...``), the *fallback*
+    bindings of the same names on the path that runs without the package, and module-level
+    rebindings of imported names (``attn = flash_attn_func``), which resolve like the import.
+    """
 
     def __init__(self, module: cst.Module) -> None:
         self.bindings: dict[str, list[Binding]] = {}
         self.statements: list[Binding] = []
+        self.rebinds: dict[str, Rebind] = {}
+        self.fallbacks: dict[tuple[int, str], Fallback] = {}
+        self.gates: list[cst.Try | cst.If] = []
+        self.flags: dict[str, cst.Try] = {}  # `HAS_X = True` in a gate's try body
+        self._defs: dict[str, list[cst.Try | cst.If | None]] = {}  # other top-level bindings -> fallback gate
         self._walk(module.body, gated=False, toplevel=True)
+        for name, rb in list(self.rebinds.items()):
+            if any(g is not rb.gate or g is None for g in self._defs.get(name, ())):
+                del self.rebinds[name]  # bound twice outside its gate's fallback: not provably this
 
     # -- construction -------------------------------------------------------------------
-    def _walk(self, body: object, *, gated: bool, toplevel: bool) -> None:
+    def _walk(self, body: object, *, gated: bool, toplevel: bool, gate: cst.Try | cst.If | None = None,
+              fallback_of: cst.Try | cst.If | None = None, module_level: bool = True) -> None:
         for stmt in _iter_statements(body):
             if isinstance(stmt, cst.SimpleStatementLine):
                 for small in stmt.body:
                     if isinstance(small, (cst.Import, cst.ImportFrom)):
-                        self._add(small, gated=gated, toplevel=toplevel)
+                        self._add(small, gated=gated, toplevel=toplevel, gate=gate)
+                        if fallback_of is not None:
+                            self._fallback_import(small, fallback_of)
+                    elif isinstance(small, (cst.Assign, cst.AnnAssign)) and module_level:
+                        self._assignment(stmt, small, gate, fallback_of)
             elif isinstance(stmt, (cst.Try, cst.TryStar)):
                 catches = any(_handler_catches_import_error(h) for h in stmt.handlers)
-                self._walk(stmt.body, gated=gated or catches, toplevel=toplevel)
+                inner = stmt if catches else gate
+                if catches:
+                    self.gates.append(stmt)
+                self._walk(stmt.body, gated=gated or catches, toplevel=toplevel, gate=inner,
+                           fallback_of=fallback_of, module_level=module_level)
                 for handler in stmt.handlers:
-                    self._walk(handler.body, gated=gated, toplevel=toplevel)
+                    fb = stmt if catches and _handler_catches_import_error(handler) else fallback_of
+                    self._walk(handler.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fb,
+                               module_level=module_level)
                 if stmt.orelse is not None:
-                    self._walk(stmt.orelse.body, gated=gated, toplevel=toplevel)
+                    self._walk(stmt.orelse.body, gated=gated or catches, toplevel=toplevel, gate=inner,
+                               fallback_of=fallback_of, module_level=module_level)
                 if stmt.finalbody is not None:
-                    self._walk(stmt.finalbody.body, gated=gated, toplevel=toplevel)
+                    self._walk(stmt.finalbody.body, gated=gated, toplevel=toplevel, gate=gate,
+                               fallback_of=fallback_of, module_level=module_level)
             elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-                self._walk(stmt.body, gated=gated, toplevel=False)
+                if module_level:
+                    self._defs.setdefault(stmt.name.value, []).append(fallback_of)
+                if fallback_of is not None:
+                    kind = "class" if isinstance(stmt, cst.ClassDef) else "function"
+                    self._fallback(stmt.name.value, fallback_of, stmt, kind, True)
+                self._walk(stmt.body, gated=gated, toplevel=False, gate=gate, fallback_of=None,
+                           module_level=False)
             elif isinstance(stmt, cst.If):
-                self._walk(stmt.body, gated=gated, toplevel=toplevel)
+                probe = self._probe(stmt.test)
+                if probe:
+                    self.gates.append(stmt)
+                self._walk(stmt.body, gated=gated or probe, toplevel=toplevel, gate=stmt if probe else gate,
+                           fallback_of=fallback_of, module_level=module_level)
                 orelse = stmt.orelse
+                if probe and orelse is not None:
+                    self._walk(orelse if isinstance(orelse, cst.If) else orelse.body, gated=gated,
+                               toplevel=toplevel, gate=gate, fallback_of=stmt, module_level=module_level)
+                    continue
                 while orelse is not None:
-                    self._walk(orelse.body, gated=gated, toplevel=toplevel)
+                    self._walk(orelse.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
+                               module_level=module_level)
                     orelse = orelse.orelse if isinstance(orelse, cst.If) else None
             elif isinstance(stmt, (cst.With, cst.For, cst.While)):
-                self._walk(stmt.body, gated=gated, toplevel=toplevel)
+                self._walk(stmt.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
+                           module_level=module_level)
                 orelse = getattr(stmt, "orelse", None)
                 if orelse is not None:
-                    self._walk(orelse.body, gated=gated, toplevel=toplevel)
+                    self._walk(orelse.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
+                               module_level=module_level)
 
-    def _add(self, node: cst.Import | cst.ImportFrom, *, gated: bool, toplevel: bool) -> None:
+    def _probe(self, test: cst.BaseExpression) -> bool:
+        if isinstance(test, cst.Name):
+            return test.value in self.flags
+        return _probe_call(test)
+
+    def _fallback(self, name: str, gate: cst.Try | cst.If, stmt: cst.CSTNode, kind: str, real: bool) -> None:
+        key = (id(gate), name)
+        old = self.fallbacks.get(key)
+        if old is None or (real and not old.real):
+            self.fallbacks[key] = Fallback(name, gate, stmt, kind, real)
+
+    def _fallback_import(self, node: cst.Import | cst.ImportFrom, gate: cst.Try | cst.If) -> None:
+        if isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            else:
+                local = (dotted(alias.name) or "").split(".")[0] if isinstance(node, cst.Import) \
+                    else dotted(alias.name) or ""
+            self._fallback(local, gate, node, "import", True)
+
+    def _assignment(self, line: cst.SimpleStatementLine, node: cst.Assign | cst.AnnAssign,
+                    gate: cst.Try | cst.If | None, fallback_of: cst.Try | cst.If | None) -> None:
+        if isinstance(node, cst.AnnAssign):
+            targets = [node.target]
+            value = node.value
+        else:
+            targets = [t.target for t in node.targets]
+            value = node.value
+        names = []
+        for t in targets:
+            if isinstance(t, cst.Name):
+                names.append(t.value)
+            elif isinstance(t, (cst.Tuple, cst.List)):
+                names.extend(el.value.value for el in t.elements if isinstance(el.value, cst.Name))
+        for name in names:
+            self._defs.setdefault(name, []).append(fallback_of)
+            if fallback_of is not None:
+                real = value is not None and not (len(targets) == 1 and _is_sentinel(value))
+                self._fallback(name, fallback_of, node, "assignment", real)
+        if value is None or len(names) != 1 or len(targets) != 1 or not isinstance(targets[0], cst.Name):
+            return
+        name = names[0]
+        if isinstance(gate, cst.Try) and fallback_of is None and isinstance(value, cst.Name) \
+                and value.value == "True":
+            self.flags[name] = gate
+        if fallback_of is None and isinstance(value, (cst.Name, cst.Attribute)):
+            text = dotted(value)
+            head = (text or "").split(".")[0]
+            target = self.resolve(value) if head in self.bindings or head in self.rebinds else None
+            if target is not None and text is not None:
+                via = self.rebinds[head].via if head in self.rebinds and head not in self.bindings else head
+                self.rebinds[name] = Rebind(name, target, via, line, gate)
+                self._defs[name].pop()  # the rebind itself is not a competing binding
+
+    def _add(self, node: cst.Import | cst.ImportFrom, *, gated: bool, toplevel: bool,
+             gate: cst.Try | cst.If | None = None) -> None:
         if isinstance(node, cst.Import):
             for alias in node.names:
                 name = dotted(alias.name) or ""
@@ -104,14 +261,14 @@ class ImportIndex:
                     local, target = alias.asname.name.value, name
                 else:
                     local = target = name.split(".")[0]
-                self._bind(Binding(local, target, node, gated, toplevel, name))
+                self._bind(Binding(local, target, node, gated, toplevel, name, gate))
             return
         if node.module is None:  # `from . import x`
             base = "." * len(node.relative)
         else:
             base = "." * len(node.relative) + (dotted(node.module) or "")
         if isinstance(node.names, cst.ImportStar):
-            self._bind(Binding("*", base + ".*", node, gated, toplevel, base))
+            self._bind(Binding("*", base + ".*", node, gated, toplevel, base, gate))
             return
         for alias in node.names:
             name = dotted(alias.name) or ""
@@ -119,7 +276,7 @@ class ImportIndex:
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 local = alias.asname.name.value
             sep = "" if base.endswith(".") else "."
-            self._bind(Binding(local, f"{base}{sep}{name}", node, gated, toplevel, base))
+            self._bind(Binding(local, f"{base}{sep}{name}", node, gated, toplevel, base, gate))
 
     def _bind(self, binding: Binding) -> None:
         self.bindings.setdefault(binding.local, []).append(binding)
@@ -128,7 +285,41 @@ class ImportIndex:
     # -- queries ------------------------------------------------------------------------
     def resolve_name(self, name: str) -> str | None:
         found = self.bindings.get(name)
-        return found[0].target if found else None
+        if found:
+            return canonical(found[0].target)
+        rebind = self.rebinds.get(name)
+        return rebind.target if rebind is not None else None
+
+    def import_targets(self, name: str) -> tuple[str, ...]:
+        """Targets of the imports ``name`` goes through (following module-level rebindings)."""
+        found = self.bindings.get(name)
+        if found:
+            return tuple(b.target for b in found)
+        rebind = self.rebinds.get(name)
+        if rebind is not None and rebind.via != name:
+            return self.import_targets(rebind.via)
+        return ()
+
+    def gate_of(self, name: str) -> cst.Try | cst.If | None:
+        """The availability gate the binding of ``name`` (import or rebind) sits in."""
+        found = self.bindings.get(name)
+        if found:
+            return found[0].gate
+        rebind = self.rebinds.get(name)
+        return rebind.gate if rebind is not None else None
+
+    def fallback(self, name: str) -> Fallback | None:
+        """The binding of ``name`` on its gate's no-package path (handler or else branch), if any."""
+        gate = self.gate_of(name)
+        if gate is None:
+            return None
+        return self.fallbacks.get((id(gate), name))
+
+    def gate_names(self, gate: cst.Try | cst.If) -> list[str]:
+        """Names a gate's package path binds through imports and rebindings, in order."""
+        names = [b.local for b in self.statements if b.gate is gate and b.local != "*"]
+        names += [r.local for r in self.rebinds.values() if r.gate is gate]
+        return list(dict.fromkeys(names))
 
     def resolve(self, expr: cst.BaseExpression) -> str | None:
         """Qualified name of a Name/Attribute chain rooted at an imported name, else None."""
@@ -139,7 +330,7 @@ class ImportIndex:
         target = self.resolve_name(head)
         if target is None:
             return None
-        return f"{target}.{rest}" if rest else target
+        return canonical(f"{target}.{rest}") if rest else target
 
     def alias_for(self, target: str) -> str | None:
         """A local expression that names ``target`` through an existing import, if any.
@@ -177,6 +368,38 @@ class ImportIndex:
 
     def modules(self) -> Iterator[Binding]:
         return iter(self.statements)
+
+
+# Real module aliases of library APIs: a class or function reached through the module that
+# defines it is the object its package exports (`bitsandbytes.optim.adam.Adam8bit` is
+# `bitsandbytes.optim.Adam8bit`). Families match the exported spelling.
+_CANONICAL: tuple[tuple[str, str], ...] = (
+    ("bitsandbytes.optim.adam.", "bitsandbytes.optim."),
+    ("bitsandbytes.optim.adamw.", "bitsandbytes.optim."),
+    ("bitsandbytes.optim.lion.", "bitsandbytes.optim."),
+    ("bitsandbytes.optim.sgd.", "bitsandbytes.optim."),
+    ("bitsandbytes.optim.lamb.", "bitsandbytes.optim."),
+    ("bitsandbytes.optim.lars.", "bitsandbytes.optim."),
+    ("bitsandbytes.optim.rmsprop.", "bitsandbytes.optim."),
+    ("bitsandbytes.optim.adagrad.", "bitsandbytes.optim."),
+    ("bitsandbytes.optim.ademamix.", "bitsandbytes.optim."),
+    ("bitsandbytes.nn.modules.", "bitsandbytes.nn."),
+    ("apex.optimizers.fused_adam.", "apex.optimizers."),
+    ("apex.optimizers.fused_sgd.", "apex.optimizers."),
+    ("apex.optimizers.fused_lamb.", "apex.optimizers."),
+    ("apex.optimizers.fused_adagrad.", "apex.optimizers."),
+    ("apex.optimizers.fused_novograd.", "apex.optimizers."),
+    ("apex.optimizers.fused_mixed_precision_lamb.", "apex.optimizers."),
+    ("apex.normalization.fused_layer_norm.", "apex.normalization."),
+)
+
+
+def canonical(qualname: str) -> str:
+    """The exported spelling of ``qualname`` when it goes through a defining submodule."""
+    for prefix, export in _CANONICAL:
+        if qualname.startswith(prefix) and "." not in qualname[len(prefix):]:
+            return export + qualname[len(prefix):]
+    return qualname
 
 
 def _iter_statements(body: object) -> Iterator[cst.CSTNode]:

@@ -1,0 +1,193 @@
+"""Availability gates and their fallbacks, for every Python family.
+
+A name imported inside ``try: from pkg import X / except ImportError: <fallback>`` (or
+``if is_pkg_available(): ... else: ...``) has a *fallback* when the no-package path binds
+the same name to something real (a class, a function, another import, an expression). On a
+machine without the package, that fallback is what the code runs, so it is what a port must
+keep: rewriting the uses of ``X`` to the vendor-neutral equivalent of the *package's* ``X``
+would change the numbers the code computes there (another ``eps``, another dtype...).
+
+``guard`` applies this to every family's findings: a fix whose edits rewrite a use of such
+a name is turned into a report that says why. ``describe_gate`` words what a gate provides
+(the PRT021 message), and ``keep_fallback`` builds the edit that drops a gate's dead import
+branch and keeps its fallback.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import libcst as cst
+
+from .findings import Applicability, Finding
+from .pyimports import Fallback, ImportIndex, _is_sentinel, dotted
+
+# findings that carry this key in their data are the gate edits themselves
+KEEPS_FALLBACK = "keeps_fallback"
+
+
+def fallback_names(index: ImportIndex) -> dict[str, Fallback]:
+    """Gated names (imports and rebindings) whose no-package path binds a real alternative."""
+    out: dict[str, Fallback] = {}
+    for name in list(index.bindings) + list(index.rebinds):
+        fb = index.fallback(name)
+        if fb is not None and fb.real:
+            out[name] = fb
+    return out
+
+
+def _count(name: str, text: str) -> int:
+    return len(re.findall(rf"(?<![\w.]){re.escape(name)}(?!\w)", text))
+
+
+def guard(findings: Sequence[Finding], text: str, index: ImportIndex, line_of: object) -> list[Finding]:
+    """Turn fixes that rewrite a use of a name with a fallback binding into reports."""
+    names = fallback_names(index)
+    if not names:
+        return list(findings)
+    out = []
+    for f in findings:
+        if not f.edits or f.fix == Applicability.NONE or f.data.get(KEEPS_FALLBACK):
+            out.append(f)
+            continue
+        hit = None
+        for e in f.edits:
+            original = text[e.start:e.end]
+            for name, fb in names.items():
+                if _count(name, original) > _count(name, e.text):
+                    hit = (name, fb)
+                    break
+            if hit:
+                break
+        if hit is None:
+            out.append(f)
+            continue
+        name, fb = hit
+        where = ""
+        if callable(line_of):
+            where = f" (line {line_of(fb.statement)})"
+        reason = (f"not rewritten: `{name}` has a fallback binding, {fb.describe()}{where}, and that fallback "
+                  "is what runs without the package: port it by keeping the fallback (drop the import "
+                  "branch), not by rewriting its uses")
+        out.append(replace(f, message=f"{f.message.split(' → ')[0]} {reason}", fix=Applicability.NONE, edits=(),
+                           add_imports=(), remove_imports=(), new_files=(), fix_title=""))
+    return out
+
+
+# -- gates ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GateFacts:
+    names: tuple[str, ...]  # names the package path binds
+    real: tuple[str, ...]  # ... that have a real fallback binding
+    sentinel: tuple[str, ...]  # ... that are set to None/False on the no-package path
+    handler: str  # what the no-package path does when it binds nothing real: "raises", "flag", ...
+    branch: str  # "handler" or "else branch"
+
+
+def _handler_action(body: Sequence[cst.CSTNode]) -> str:
+    acts = set()
+    for stmt in body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Raise):
+                    acts.add("raises")
+                elif isinstance(small, cst.Pass):
+                    acts.add("passes")
+                elif isinstance(small, (cst.Assign, cst.AnnAssign)):
+                    acts.add("sets a flag" if small.value is not None and _is_sentinel(small.value)
+                             else "assigns")
+                elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                    acts.add("logs or warns")
+                else:
+                    acts.add("runs code")
+        else:
+            acts.add("runs code")
+    order = ("raises", "logs or warns", "sets a flag", "passes", "assigns", "runs code")
+    found = [a for a in order if a in acts]
+    return " and ".join(found) if found else "does nothing"
+
+
+def _fallback_body(gate: cst.Try | cst.If) -> list[cst.CSTNode]:
+    from .pyimports import _handler_catches_import_error
+
+    if isinstance(gate, cst.If):
+        orelse = gate.orelse
+        if orelse is None:
+            return []
+        return [orelse] if isinstance(orelse, cst.If) else list(orelse.body.body)
+    body: list[cst.CSTNode] = []
+    for h in gate.handlers:
+        if _handler_catches_import_error(h):
+            body.extend(h.body.body)
+    return body
+
+
+def gate_facts(index: ImportIndex, gate: cst.Try | cst.If) -> GateFacts:
+    names = index.gate_names(gate)
+    real, sentinel = [], []
+    for n in names:
+        fb = index.fallbacks.get((id(gate), n))
+        if fb is None:
+            continue
+        (real if fb.real else sentinel).append(n)
+    return GateFacts(tuple(names), tuple(real), tuple(sentinel), _handler_action(_fallback_body(gate)),
+                     "else branch" if isinstance(gate, cst.If) else "handler")
+
+
+def describe_gate(facts: GateFacts, dist: str) -> str:
+    """The PRT021 wording: a fallback is claimed only for names the no-package path rebinds."""
+    if facts.real:
+        others = [n for n in facts.names if n not in facts.real]
+        text = (f"availability gate around {dist}: without it the code runs its fallback binding of "
+                f"{', '.join(facts.real)}")
+        if others:
+            text += f"; no fallback for {', '.join(others)}"
+        return text
+    path = facts.branch
+    if facts.sentinel:
+        return (f"availability gate around {dist}: no fallback implementation; the {path} sets "
+                f"{', '.join(facts.sentinel)} to a placeholder, so the code must check it before use")
+    return (f"availability gate around {dist}: no fallback binding of {', '.join(facts.names) or 'its names'} "
+            f"(the {path} {facts.handler}); without the package those names are undefined")
+
+
+def keep_fallback(index: ImportIndex, gate: cst.Try | cst.If, module: cst.Module, is_cuda_only) -> str | None:
+    """Source that replaces a module-level ``try``/``except ImportError`` gate by its handler body,
+    when that is exact: every name the package path binds has a real fallback, the package path
+    only imports CUDA-only packages (plus literal flags), and the handler is plain. None otherwise."""
+    if not isinstance(gate, cst.Try) or gate.orelse is not None or gate.finalbody is not None:
+        return None
+    if len(gate.handlers) != 1 or gate not in module.body:
+        return None
+    handler = gate.handlers[0]
+    if handler.name is not None:
+        return None
+    facts = gate_facts(index, gate)
+    if not facts.names or set(facts.real) != set(facts.names):
+        return None
+    for stmt in gate.body.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            return None
+        for small in stmt.body:
+            if isinstance(small, cst.Import):
+                if not all(is_cuda_only(dotted(a.name) or "") for a in small.names):
+                    return None
+            elif isinstance(small, cst.ImportFrom):
+                if small.relative or small.module is None or not is_cuda_only(dotted(small.module) or ""):
+                    return None
+            elif isinstance(small, cst.Assign):
+                if not (_is_sentinel(small.value) or (isinstance(small.targets[0].target, cst.Name)
+                                                      and small.targets[0].target.value in index.rebinds)):
+                    return None
+            elif not isinstance(small, cst.Pass):
+                return None
+    body = list(handler.body.body)
+    if not body:
+        return None
+    code = cst.Module(body=body, default_indent=module.default_indent,
+                      default_newline=module.default_newline).code
+    return code.rstrip("\r\n")  # the statement's span ends before its last newline

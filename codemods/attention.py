@@ -1167,6 +1167,10 @@ class AttentionVisitor(PyVisitor):
                         found.append(target)
 
         node.visit(_V())
+        # names imported by the same statements go too once nothing reads them (an unused
+        # `flash_attn_varlen_func` beside the rewritten `flash_attn_func` keeps the gate alive)
+        statements = {id(b.statement) for b in imports.statements if b.target in found}
+        found += [b.target for b in imports.statements if id(b.statement) in statements and b.local != "*"]
         return tuple(dict.fromkeys(found))
 
 

@@ -56,7 +56,9 @@ def guard(findings: Sequence[Finding], text: str, index: ImportIndex, line_of: o
         for e in f.edits:
             original = text[e.start:e.end]
             for name, fb in names.items():
-                if _count(name, original) > _count(name, e.text):
+                # any edit over a use of the name changes what that use means (even one that passes
+                # the name through: `f(q, k, v, bias=Mask())` with a fallback `Mask`)
+                if _count(name, original):
                     hit = (name, fb)
                     break
             if hit:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from .pyimports import ImportIndex, _handler_catches_import_error, dotted
+from .pyimports import ImportIndex, _handler_catches_import_error, _probe_call, dotted
 
 
 def referenced_names(text: str) -> set[str]:
@@ -164,6 +164,28 @@ class _Remover(cst.CSTTransformer):
             if not self._dead(local, f"{base}.{name}"):
                 keep.append(alias)
         return _rebuild(updated, keep)
+
+    def leave_If(self, original: cst.If, updated: cst.If) -> cst.BaseStatement | cst.FlattenSentinel | cst.RemovalSentinel:
+        """``if is_x_available(): <imports>`` whose imports were all removed: the probe has no effect
+        any more; keep the inert rest of its body, drop the no-package branch unless it binds a
+        name the module still reads."""
+        if _import_count(original.body.body) == 0 or _import_count(updated.body.body) != 0:
+            return updated
+        if not _probe_call(updated.test):
+            return updated
+        body = [s for s in updated.body.body if not _only_pass(s)]
+        if not all(_inert(s) for s in body):
+            return updated
+        orelse = updated.orelse
+        if orelse is not None:
+            if isinstance(orelse, cst.If):
+                return updated
+            if _bound(orelse.body.body) - _bound(body) & self.loads:
+                return updated
+        if not body:
+            return cst.RemoveFromParent()
+        body[0] = body[0].with_changes(leading_lines=list(updated.leading_lines) + list(body[0].leading_lines))
+        return cst.FlattenSentinel(body)
 
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine

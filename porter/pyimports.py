@@ -129,7 +129,8 @@ class ImportIndex:
         self.rebinds: dict[str, Rebind] = {}
         self.fallbacks: dict[tuple[int, str], Fallback] = {}
         self.gates: list[cst.Try | cst.If] = []
-        self.flags: dict[str, cst.Try] = {}  # `HAS_X = True` in a gate's try body
+        # availability flags: `HAS_X = True` in a gate's try body, `HAS_X = find_spec("x") is not None`
+        self.flags: dict[str, cst.CSTNode] = {}
         self._defs: dict[str, list[cst.Try | cst.If | None]] = {}  # other top-level bindings -> fallback gate
         self._walk(module.body, gated=False, toplevel=True)
         for name, rb in list(self.rebinds.items()):
@@ -243,6 +244,8 @@ class ImportIndex:
         if isinstance(gate, cst.Try) and fallback_of is None and isinstance(value, cst.Name) \
                 and value.value == "True":
             self.flags[name] = gate
+        elif _probe_call(value):  # `HAS_FLASH = importlib.util.find_spec("flash_attn") is not None`
+            self.flags[name] = node
         if fallback_of is None and isinstance(value, (cst.Name, cst.Attribute)):
             text = dotted(value)
             head = (text or "").split(".")[0]

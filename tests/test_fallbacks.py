@@ -104,10 +104,13 @@ def test_guard_turns_any_familys_fix_on_a_fallback_name_into_a_report() -> None:
                   edits=(Edit(start, start + len("RMSNorm(d)"), "torch.nn.RMSNorm(d, eps=1e-5)"),))
     keep = Finding("PRT998", "passes the name through", fix=Applicability.SAFE,
                    edits=(Edit(start, start + len("RMSNorm(d)"), "wrap(RMSNorm(d))"),))
-    out = guard([fix, keep], RMS_GATE, index, None)
+    elsewhere = Finding("PRT997", "touches other code", fix=Applicability.SAFE,
+                        edits=(Edit(0, len("import torch"), "import torch as torch"),))
+    out = guard([fix, keep, elsewhere], RMS_GATE, index, None)
     assert out[0].fix == Applicability.NONE and not out[0].edits
     assert "fallback binding" in out[0].message and "class RMSNorm" in out[0].message
-    assert out[1] is keep
+    assert out[1].fix == Applicability.NONE  # passing the name through still changes that use
+    assert out[2] is elsewhere
 
 
 def test_apex_norm_with_a_fallback_class_is_not_rewritten() -> None:
@@ -251,3 +254,30 @@ def test_v2_proven_from_varlen_sibling_import_and_numerically_exact() -> None:
         exec(compile(ported, "new.py", "exec"), ns_new)
         out = ns_new["attn"](q, k, v)
     assert torch.allclose(out, ref, atol=2e-5)
+
+
+def test_if_gate_with_a_placeholder_collapses_once_its_import_is_dead() -> None:
+    src = ("from transformers.utils import is_flash_attn_2_available\n\nif is_flash_attn_2_available():\n"
+           "    from flash_attn import flash_attn_func\nelse:\n    flash_attn_func = None\n\n\n"
+           "def attn(q, k, v):\n    return flash_attn_func(q, k, v)\n")
+    out = fixed(src, family="attention")
+    assert "flash_attn_func" not in out and "if is_flash_attn_2_available" not in out
+    compile(out, "t.py", "exec")
+
+
+def test_if_gate_on_a_probe_flag_marks_imports_gated() -> None:
+    src = ("import importlib.util\nHAS_FA = importlib.util.find_spec('flash_attn') is not None\n"
+           "if HAS_FA:\n    from flash_attn import flash_attn_func\nelse:\n    from .naive import flash_attn_func\n")
+    index = ImportIndex(cst.parse_module(src))
+    assert index.bindings["flash_attn_func"][0].gated
+    fb = index.fallback("flash_attn_func")
+    assert fb is not None and fb.real
+
+
+def test_apex_gate_goes_when_every_use_is_rewritten() -> None:
+    src = ("import torch\n\ntry:\n    from apex.optimizers import FusedSGD\n    HAS_APEX = True\n"
+           "except ImportError:\n    HAS_APEX = False\n\n\ndef make(params):\n"
+           "    return FusedSGD(params, lr=0.1)\n")
+    out = fixed(src, family="apex")
+    assert "apex" not in out.replace("HAS_APEX", "") and "try:" not in out
+    assert "HAS_APEX = True" in out and "torch.optim.SGD(params, lr=0.1" in out

@@ -369,6 +369,13 @@ class PackagesVisitor(PyVisitor):
             self.report(node, "PRT021", message, fix=Applicability.NONE, data={"package": pkg.dist})
             return
         start, end = self.span(gate)
+        if not text:
+            # nothing runs without the package: the statement and its line go
+            line_start = self.ctx.text.rfind("\n", 0, start) + 1
+            nl = self.ctx.text.find("\n", end)
+            start, end = line_start, (len(self.ctx.text) if nl < 0 else nl + 1)
+            while start >= 2 and self.ctx.text[start - 1] == "\n" and self.ctx.text[start - 2] == "\n":
+                start -= 1  # the blank lines that separated it from the code before
         self.report(node, "PRT021", message + f"; the import branch only serves {pkg.dist}, so the port keeps the "
                     "fallback (what runs without the package) and drops the try/except",
                     fix=Applicability.SAFE, fix_title="keep the fallback, drop the dead import branch",
@@ -388,6 +395,14 @@ class PackagesVisitor(PyVisitor):
                 and len(self.ctx.imports.bindings.get(b.local, ())) == 1
                 and not any(t == m or t.startswith(m + ".") for m in _SIDE_EFFECT_IMPORTS for t in (b.target, b.module))]
         if not dead:
+            return None
+        # only worth it when the package then goes from the module: dropping unused names beside
+        # live ones of the same package changes nothing on a machine without it
+        dead_ids = {id(b) for b in dead}
+        pkgs = {package_of(b.target) for b in dead}
+        for b in self.ctx.imports.statements:
+            if id(b) in dead_ids or b.gated or package_of(b.target) not in pkgs:
+                continue
             return None
         for alias in _aliases(stmt):  # type: ignore[arg-type]
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name) and \

@@ -16,7 +16,7 @@ branch and keeps its fallback.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import libcst as cst
@@ -86,6 +86,7 @@ class GateFacts:
     names: tuple[str, ...]  # names the package path binds
     real: tuple[str, ...]  # ... that have a real fallback binding
     sentinel: tuple[str, ...]  # ... that are set to None/False on the no-package path
+    reimport: tuple[str, ...]  # ... that the no-package path imports from the same package again
     handler: str  # what the no-package path does when it binds nothing real: "raises", "flag", ...
     branch: str  # "handler" or "else branch"
 
@@ -130,13 +131,14 @@ def _fallback_body(gate: cst.Try | cst.If) -> list[cst.CSTNode]:
 
 def gate_facts(index: ImportIndex, gate: cst.Try | cst.If) -> GateFacts:
     names = index.gate_names(gate)
-    real, sentinel = [], []
+    real, sentinel, reimport = [], [], []
     for n in names:
-        fb = index.fallbacks.get((id(gate), n))
+        fb = index.fallback_in(gate, n)
         if fb is None:
             continue
-        (real if fb.real else sentinel).append(n)
-    return GateFacts(tuple(names), tuple(real), tuple(sentinel), _handler_action(_fallback_body(gate)),
+        (real if fb.real else reimport if fb.kind == "import" else sentinel).append(n)
+    return GateFacts(tuple(names), tuple(real), tuple(sentinel), tuple(reimport),
+                     _handler_action(_fallback_body(gate)),
                      "else branch" if isinstance(gate, cst.If) else "handler")
 
 
@@ -150,6 +152,9 @@ def describe_gate(facts: GateFacts, dist: str) -> str:
             text += f"; no fallback for {', '.join(others)}"
         return text
     path = facts.branch
+    if facts.reimport:
+        return (f"availability gate around {dist}: no fallback that runs without it; the {path} imports "
+                f"{', '.join(facts.reimport)} from {dist} again (another release's name)")
     if facts.sentinel:
         return (f"availability gate around {dist}: no fallback implementation; the {path} sets "
                 f"{', '.join(facts.sentinel)} to a placeholder, so the code must check it before use")
@@ -157,20 +162,53 @@ def describe_gate(facts: GateFacts, dist: str) -> str:
             f"(the {path} {facts.handler}); without the package those names are undefined")
 
 
-def keep_fallback(index: ImportIndex, gate: cst.Try | cst.If, module: cst.Module, is_cuda_only) -> str | None:
-    """Source that replaces a module-level ``try``/``except ImportError`` gate by its handler body,
-    when that is exact: every name the package path binds has a real fallback, the package path
-    only imports CUDA-only packages (plus literal flags), and the handler is plain. None otherwise."""
+def _import_handler(gate: cst.Try) -> cst.ExceptHandler | None:
+    """The handler that runs when the package is missing: the first one naming ImportError /
+    ModuleNotFoundError, else the first broad one (``except Exception``, bare ``except``)."""
+    from .pyimports import _handler_catches_import_error
+
+    specific = ("ImportError", "ModuleNotFoundError")
+    for h in gate.handlers:
+        types = h.type.elements if isinstance(h.type, cst.Tuple) else [h.type] if h.type is not None else []
+        names = {(dotted(t.value if isinstance(t, cst.Element) else t) or "").split(".")[-1] for t in types}
+        if names & set(specific):
+            return h
+    for h in gate.handlers:
+        if _handler_catches_import_error(h):
+            return h
+    return None
+
+
+def _loads_outside(module: cst.Module, gate: cst.CSTNode) -> set[str]:
+    import ast
+
+    try:
+        rest = module.deep_remove(gate)
+        tree = ast.parse(rest.code if isinstance(rest, cst.Module) else "")
+    except (SyntaxError, ValueError, RecursionError, cst.ParserSyntaxError):
+        return {"*"}
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
+
+
+def keep_fallback(index: ImportIndex, gate: cst.Try | cst.If, module: cst.Module,
+                  is_cuda_only: Callable[[str], bool]) -> str | None:
+    """Source that replaces a module-level ``try``/``except ImportError`` gate by the handler that
+    runs without the package, when that is exact: every name the package path binds and the
+    module reads has a real fallback, the package path imports only CUDA-only packages and
+    otherwise only assigns names or calls (prints, logs), and the handler does not read the
+    exception. None otherwise."""
     if not isinstance(gate, cst.Try) or gate.orelse is not None or gate.finalbody is not None:
         return None
-    if len(gate.handlers) != 1 or gate not in module.body:
+    if gate not in module.body:
         return None
-    handler = gate.handlers[0]
-    if handler.name is not None:
+    handler = _import_handler(gate)
+    if handler is None or handler.name is not None:
         return None
     facts = gate_facts(index, gate)
-    if not facts.names or set(facts.real) != set(facts.names):
+    if not facts.names:
         return None
+    bound_by_handler = _bound_names(handler.body.body)
+    loads: set[str] | None = None
     for stmt in gate.body.body:
         if not isinstance(stmt, cst.SimpleStatementLine):
             return None
@@ -181,15 +219,35 @@ def keep_fallback(index: ImportIndex, gate: cst.Try | cst.If, module: cst.Module
             elif isinstance(small, cst.ImportFrom):
                 if small.relative or small.module is None or not is_cuda_only(dotted(small.module) or ""):
                     return None
-            elif isinstance(small, cst.Assign):
-                if not (_is_sentinel(small.value) or (isinstance(small.targets[0].target, cst.Name)
-                                                      and small.targets[0].target.value in index.rebinds)):
+            elif isinstance(small, cst.Expr):
+                if not isinstance(small.value, (cst.Call, cst.SimpleString, cst.ConcatenatedString)):
                     return None
-            elif not isinstance(small, cst.Pass):
+            elif not isinstance(small, (cst.Assign, cst.Pass)):
                 return None
-    body = list(handler.body.body)
+    # every name the package path binds must mean the same without it: a real fallback, a name the
+    # handler sets too (flags), or a name nothing outside the gate reads
+    for name in _bound_names(gate.body.body):
+        fb = index.fallback_in(gate, name)
+        if fb is not None and fb.real:
+            continue
+        if name in bound_by_handler:
+            continue
+        if loads is None:
+            loads = _loads_outside(module, gate)
+        if name in loads or "*" in loads:
+            return None
+    if not any((fb := index.fallback_in(gate, n)) is not None and fb.real for n in facts.names):
+        return None  # nothing is kept: not this rule's business
+    body = [s for s in handler.body.body
+            if not (isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, cst.Pass) for x in s.body))]
     if not body:
-        return None
+        return ""
     code = cst.Module(body=body, default_indent=module.default_indent,
                       default_newline=module.default_newline).code
     return code.rstrip("\r\n")  # the statement's span ends before its last newline
+
+
+def _bound_names(body: Sequence[cst.CSTNode]) -> set[str]:
+    from .pyfix import _bound
+
+    return _bound(body)

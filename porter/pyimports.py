@@ -9,7 +9,7 @@ an imported name is not modelled.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -64,12 +64,16 @@ class Fallback:
     """Another binding of a gated name on the path that runs when the package is missing."""
 
     name: str
-    gate: cst.Try | cst.If
-    statement: cst.CSTNode  # the binding statement (class, def, assignment, import)
-    kind: str  # "class", "function", "assignment", "import"
-    real: bool  # False for a sentinel (`name = None`, a literal): not an alternative implementation
+    gate: cst.Try | cst.If = field(repr=False, compare=False)
+    statement: cst.CSTNode = field(repr=False, compare=False)  # the binding statement (class, def, ...)
+    kind: str  # "class", "function", "assignment", "import", "earlier" (bound before the gate)
+    real: bool  # False for a sentinel (`name = None`, a literal) or a re-import from the same
+    # package (another release's name): not an implementation that runs without the package
+    module: str = ""  # for "import": the module the fallback imports from
 
     def describe(self) -> str:
+        if self.kind == "earlier":
+            return f"the definition of {self.name} before its availability gate, which the gate only overrides"
         what = {"class": f"class {self.name}", "function": f"def {self.name}",
                 "import": f"an import of {self.name}", "assignment": f"`{self.name} = ...`"}[self.kind]
         where = "the except handler" if isinstance(self.gate, (cst.Try, cst.TryStar)) else "the else branch"
@@ -132,9 +136,19 @@ class ImportIndex:
         # availability flags: `HAS_X = True` in a gate's try body, `HAS_X = find_spec("x") is not None`
         self.flags: dict[str, cst.CSTNode] = {}
         self._defs: dict[str, list[cst.Try | cst.If | None]] = {}  # other top-level bindings -> fallback gate
+        # the first plain module-level binding of a name (outside any gate): (kind, statement)
+        self._earlier: dict[str, tuple[str, cst.CSTNode]] = {}
+        self._rebind_earlier: dict[str, tuple[str, cst.CSTNode] | None] = {}
         self._walk(module.body, gated=False, toplevel=True)
         for name, rb in list(self.rebinds.items()):
-            if any(g is not rb.gate or g is None for g in self._defs.get(name, ())):
+            others = self._defs.get(name, ())
+            earlier = self._rebind_earlier.get(name)
+            if rb.gate is not None and earlier is not None and len(others) == 1 and others[0] is None:
+                # `class RMSNorm: ...` then `try: from apex... import FusedRMSNorm; RMSNorm = FusedRMSNorm`
+                # `except ImportError: pass`: the earlier definition is what runs without the package
+                self._fallback(name, rb.gate, earlier[1], "earlier", True)
+                continue
+            if any(g is not rb.gate or g is None for g in others):
                 del self.rebinds[name]  # bound twice outside its gate's fallback: not provably this
 
     # -- construction -------------------------------------------------------------------
@@ -169,6 +183,8 @@ class ImportIndex:
             elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
                 if module_level:
                     self._defs.setdefault(stmt.name.value, []).append(fallback_of)
+                    if gate is None and fallback_of is None:
+                        self._earlier.setdefault(stmt.name.value, ("def", stmt))
                 if fallback_of is not None:
                     kind = "class" if isinstance(stmt, cst.ClassDef) else "function"
                     self._fallback(stmt.name.value, fallback_of, stmt, kind, True)
@@ -217,7 +233,12 @@ class ImportIndex:
             else:
                 local = (dotted(alias.name) or "").split(".")[0] if isinstance(node, cst.Import) \
                     else dotted(alias.name) or ""
-            self._fallback(local, gate, node, "import", True)
+            module = dotted(alias.name) if isinstance(node, cst.Import) else (
+                "." * len(node.relative) + (dotted(node.module) or "") if node.module is not None else ".")
+            key = (id(gate), local)
+            old = self.fallbacks.get(key)
+            if old is None or not old.real:
+                self.fallbacks[key] = Fallback(local, gate, node, "import", True, module or "")
 
     def _assignment(self, line: cst.SimpleStatementLine, node: cst.Assign | cst.AnnAssign,
                     gate: cst.Try | cst.If | None, fallback_of: cst.Try | cst.If | None) -> None:
@@ -235,6 +256,8 @@ class ImportIndex:
                 names.extend(el.value.value for el in t.elements if isinstance(el.value, cst.Name))
         for name in names:
             self._defs.setdefault(name, []).append(fallback_of)
+            if gate is None and fallback_of is None and value is not None:
+                self._earlier.setdefault(name, ("assignment", node))
             if fallback_of is not None:
                 real = value is not None and not (len(targets) == 1 and _is_sentinel(value))
                 self._fallback(name, fallback_of, node, "assignment", real)
@@ -253,6 +276,7 @@ class ImportIndex:
             if target is not None and text is not None:
                 via = self.rebinds[head].via if head in self.rebinds and head not in self.bindings else head
                 self.rebinds[name] = Rebind(name, target, via, line, gate)
+                self._rebind_earlier[name] = self._earlier.get(name)
                 self._defs[name].pop()  # the rebind itself is not a competing binding
 
     def _add(self, node: cst.Import | cst.ImportFrom, *, gated: bool, toplevel: bool,
@@ -316,7 +340,19 @@ class ImportIndex:
         gate = self.gate_of(name)
         if gate is None:
             return None
-        return self.fallbacks.get((id(gate), name))
+        return self.fallback_in(gate, name)
+
+    def fallback_in(self, gate: cst.Try | cst.If, name: str) -> Fallback | None:
+        """The no-package binding of ``name`` in ``gate``; a re-import from the same package counts
+        as no real fallback."""
+        fb = self.fallbacks.get((id(gate), name))
+        if fb is not None and fb.kind == "import" and fb.real:
+            targets = self.import_targets(name)
+            root = fb.module.split(".")[0]
+            if root and targets and all(t.split(".")[0] == root for t in targets):
+                # `except ImportError: from flash_attn.x import other_release_name as name`
+                return Fallback(fb.name, fb.gate, fb.statement, fb.kind, False, fb.module)
+        return fb
 
     def gate_names(self, gate: cst.Try | cst.If) -> list[str]:
         """Names a gate's package path binds through imports and rebindings, in order."""

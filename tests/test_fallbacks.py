@@ -281,3 +281,25 @@ def test_apex_gate_goes_when_every_use_is_rewritten() -> None:
     out = fixed(src, family="apex")
     assert "apex" not in out.replace("HAS_APEX", "") and "try:" not in out
     assert "HAS_APEX = True" in out and "torch.optim.SGD(params, lr=0.1" in out
+
+
+def test_definition_before_the_gate_is_the_fallback() -> None:
+    path = FIXTURES / "packages" / "fallback_defined_first.in.py"
+    src = path.read_text()
+    index = ImportIndex(cst.parse_module(src))
+    fb = index.fallback("RMSNorm")
+    assert fb is not None and fb.real and fb.kind == "earlier"
+    gates = _by_line(findings(src, family="packages"), "PRT021")
+    assert gates[19].fix == Applicability.SAFE and "fallback binding of RMSNorm" in gates[19].message
+    # the v1/v2 re-import is no fallback: nothing runs without flash-attn, and it is not collapsed
+    assert gates[33].fix == Applicability.NONE and "imports flash_attn_unpadded_func from flash-attn again" \
+        in gates[33].message
+    out = fixed(src, family="packages")
+    assert "from apex" not in out and "class RMSNorm" in out and "flash_attn_unpadded_func\nexcept ImportError" in out
+    compile(out, "t.py", "exec")
+
+
+def test_apex_rewrite_blocked_for_a_name_defined_before_its_gate() -> None:
+    src = (FIXTURES / "packages" / "fallback_defined_first.in.py").read_text()
+    src += "\n\ndef make(d):\n    return RMSNorm(d, eps=1e-6)\n"
+    assert "torch.nn.RMSNorm" not in fixed(src, family="apex")

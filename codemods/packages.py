@@ -161,8 +161,20 @@ RULES = tuple(
     rule("PRT021", "import-gate", NAME,
          "An availability gate (`try: import x except ImportError`) around a CUDA-only package.",
          Category.BENIGN, severity=Severity.INFO,
-         explanation="Gated imports already have a fallback path. porter reports them so the audit "
-         "shows which CUDA-only dependencies are optional; rewrites keep the gate's fallback working."),
+         explanation="porter reads what the gate does when the package is missing. Only a real "
+         "alternative binding of the same names on that path (a class or function, another import, an "
+         "expression; or a definition before the gate that the gate only overrides) counts as a "
+         "*fallback*; a handler that raises, logs, passes or only sets a flag or a `None` placeholder "
+         "provides none, and the message says so.\n\n"
+         "A name with a fallback ports to that fallback, because it is what runs on a machine without "
+         "the package: no family rewrites its uses (their findings say why), and when every name of a "
+         "module-level `try` gate has one, the fix (safe) drops the dead import branch and keeps the "
+         "handler's body. When every use of a gated import without a fallback is rewritten instead, the "
+         "engine removes the import and folds the gate into the literal flags of its body "
+         "(`HAS_FLASH = True`: the rewritten calls now provide what the flag announced).",
+         example="```python\ntry:\n    from apex.normalization import FusedRMSNorm as RMSNorm\n"
+         "except ImportError:\n    class RMSNorm(nn.Module): ...  # eps=1e-6, fp32\n"
+         "# becomes\nclass RMSNorm(nn.Module): ...  # eps=1e-6, fp32\n```"),
     rule("PRT019", "string-import", NAME,
          "A CUDA-only package or extension module imported by name (`importlib.import_module(\"...\")`, "
          "`__import__`).", Category.REPLACE, severity=Severity.WARNING, effort_hours=0.5,

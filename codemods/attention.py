@@ -9,7 +9,7 @@ the argument or condition that blocked it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -73,7 +73,16 @@ _FA_COMMON = (
     "since flex has no dropout. Eager flex is slow: run it under `torch.compile`.\n\n"
     "Reported, not rewritten: `return_attn_probs=True` (SDPA returns no LSE/probabilities), "
     "softcap/ALiBi with dropout, non-literal windows or softcaps, positional arguments past "
-    "`causal`, `*args/**kwargs`, and shapes porter would have to evaluate twice.\n\n" + _SAFETY
+    "`causal`, `*args/**kwargs`, and shapes porter would have to evaluate twice.\n\n"
+    "Calls are found through the file's imports, function-local imports, module-level rebindings "
+    "(`attn = flash_attn_func`) and attributes bound in the class (`self._attn = flash_attn_func`). "
+    "A call through a private attribute bound once and only called in its class is rewritten (the "
+    "binding goes with the last call); a public or conditionally bound attribute is reported. A name "
+    "with a fallback binding in its availability gate (`except ImportError: def flash_attn_func(...)`) "
+    "is never rewritten: without flash-attn the fallback is what runs. `flash_attn_func` with four or "
+    "more positional arguments is taken as v2's `(q, k, v, dropout_p, ...)` when the module imports a "
+    "`flash_attn_varlen_*` function (a v2-only name; v1 called it `flash_attn_unpadded_*`) or the repo "
+    "pins v2.\n\n" + _SAFETY
 )
 
 RULES = (
@@ -282,6 +291,8 @@ class AttentionVisitor(PyVisitor):
         self._assigned: dict[int, str] = {}  # call -> name it is assigned to
         self._assigned_target: dict[int, str] = {}  # call -> name or attribute chain it is assigned to
         self._classes: list[cst.ClassDef] = []
+        # (class, attribute) -> (binding line, indexes of the findings of its calls, bound value)
+        self._attr_calls: dict[tuple[int, str], tuple[cst.CSTNode | None, list[int], cst.BaseExpression]] = {}
         self._attr_cache: dict[int, dict[str, list[cst.BaseExpression]]] = {}
         self._fa = flash_version(ctx.facts.pins.get("flash-attn"))
         self._torch_pin = ctx.facts.pins.get("torch")
@@ -326,36 +337,57 @@ class AttentionVisitor(PyVisitor):
         self._classes.append(node)
 
     def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self._classes.pop()
+        cls = self._classes.pop()
+        for (cid, attr), (line, hits, value) in list(self._attr_calls.items()):
+            if cid != id(cls):
+                continue
+            self._finish_attribute(attr, line, hits, value)
 
-    def _self_attributes(self, cls: cst.ClassDef) -> dict[str, list[cst.BaseExpression]]:
-        """``self.X = value`` assignments anywhere in the class's methods."""
+    def _self_attributes(self, cls: cst.ClassDef) -> dict[str, list[tuple[cst.BaseExpression, cst.CSTNode | None]]]:
+        """``self.X = value`` assignments anywhere in the class's methods, with the statement line
+        when it holds only that assignment."""
         found = self._attr_cache.get(id(cls))
         if found is None:
             found = {}
+            line: list[cst.SimpleStatementLine | None] = [None]
 
             class _V(cst.CSTVisitor):
+                def visit_SimpleStatementLine(inner, n: cst.SimpleStatementLine) -> None:  # noqa: N805
+                    line[0] = n if len(n.body) == 1 else None
+
                 def visit_Assign(inner, n: cst.Assign) -> None:  # noqa: N805
                     for t in n.targets:
                         tt = t.target
                         if isinstance(tt, cst.Attribute) and isinstance(tt.value, cst.Name) and \
                                 tt.value.value == "self":
-                            found.setdefault(tt.attr.value, []).append(n.value)
+                            found.setdefault(tt.attr.value, []).append(
+                                (n.value, line[0] if len(n.targets) == 1 else None))
+
+                def visit_AugAssign(inner, n: cst.AugAssign) -> None:  # noqa: N805
+                    tt = n.target
+                    if isinstance(tt, cst.Attribute) and isinstance(tt.value, cst.Name) and tt.value.value == "self":
+                        found.setdefault(tt.attr.value, []).append((n.value, None))
 
             cls.visit(_V())
             self._attr_cache[id(cls)] = found
         return found
 
     def _attribute_bound(self, node: cst.Call) -> None:
-        """``self.attn_fn(q, k, v)`` where the class assigns ``self.attn_fn = flash_attn_func``: found and
-        reported; not rewritten, since code outside this class may read or replace the attribute."""
+        """``self._attn(q, k, v)`` where the class binds ``self._attn = flash_attn_func``.
+
+        Rewritten like a direct call when the binding is provably that function at every use: a
+        private attribute (leading underscore) bound once, unconditionally, and read nowhere in
+        the module but by calls ``self._attn(...)`` in this class; when every such call is
+        rewritten, the binding goes too. Otherwise found and reported with the reason."""
         f = node.func
         if not (isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value == "self"
                 and self._classes):
             return
-        values = self._self_attributes(self._classes[-1]).get(f.attr.value, ())
+        cls = self._classes[-1]
+        attr = f.attr.value
+        values = self._self_attributes(cls).get(attr, ())
         quals = []
-        for value in values:
+        for value, _ in values:
             options = [value.body, value.orelse] if isinstance(value, cst.IfExp) else [value]
             for opt in options:
                 q = self.qualname(opt) if isinstance(opt, (cst.Name, cst.Attribute)) else None
@@ -371,17 +403,72 @@ class AttentionVisitor(PyVisitor):
             code = "PRT103"
         else:
             code = _FA_CODES.get(short, "PRT100")
-        how = ("conditionally " if len(values) > 1 or any(isinstance(v, cst.IfExp) for v in values) else "")
-        self.report(node, code, f"{short} called through the attribute self.{f.attr.value} ({how}bound to {qual} "
-                    "in this class): not rewritten, because code outside this call may read or replace the "
-                    "attribute; call the portable function directly here (see this rule's rewrite) or port by hand",
-                    fix=Applicability.NONE, data={"qualname": qual})
+        conditional = len(values) > 1 or any(isinstance(v, cst.IfExp) for v, _ in values)
+        reason = ""
+        if conditional:
+            reason = "it is bound conditionally or more than once"
+        elif not attr.startswith("_"):
+            reason = "the attribute is public, so code elsewhere may call or replace it"
+        elif self._attr_mentions(attr) != 1 + self._self_calls(cls, attr):
+            reason = f"`.{attr}` is also read or assigned elsewhere in this module"
+        if reason:
+            self.report(node, code, f"{short} called through the attribute self.{attr} (bound to {qual} in this "
+                        f"class): not rewritten, because {reason}; call the portable function directly here "
+                        "(see this rule's rewrite) or port by hand", fix=Applicability.NONE, data={"qualname": qual})
+            return
+        before = len(self.findings)
+        self._dispatch(node, qual)
+        entry = self._attr_calls.setdefault((id(cls), attr), (values[0][1], [], values[0][0]))
+        entry[1].extend(range(before, len(self.findings)))
+
+    def _attr_mentions(self, attr: str) -> int:
+        import re
+
+        return len(re.findall(rf"\.{re.escape(attr)}\b", self.ctx.text))
+
+    def _self_calls(self, cls: cst.ClassDef, attr: str) -> int:
+        count = [0]
+
+        class _V(cst.CSTVisitor):
+            def visit_Call(inner, n: cst.Call) -> None:  # noqa: N805
+                g = n.func
+                if isinstance(g, cst.Attribute) and g.attr.value == attr and isinstance(g.value, cst.Name) \
+                        and g.value.value == "self":
+                    count[0] += 1
+
+        cls.visit(_V())
+        return count[0]
+
+    def _finish_attribute(self, attr: str, line: cst.CSTNode | None, hits: list[int],
+                          value: cst.BaseExpression) -> None:
+        """Every call through ``self.<attr>`` was rewritten: drop its binding too, with the imports."""
+        found = [self.findings[i] for i in hits]
+        if not found or line is None or any(f.fix == Applicability.NONE or not f.edits for f in found):
+            return
+        start, end = self.span(line)
+        text = self.ctx.text
+        line_start = text.rfind("\n", 0, start) + 1
+        if text[line_start:start].strip():
+            return
+        nl = text.find("\n", end)
+        drop = Edit(line_start, len(text) if nl < 0 else nl + 1, "")
+        head = (dotted(value) or "").split(".")[0]
+        targets = self.ctx.imports.import_targets(head)
+        for i in hits:
+            f = self.findings[i]
+            self.findings[i] = replace(
+                f, edits=f.edits + (drop,), remove_imports=tuple(dict.fromkeys(f.remove_imports + targets)),
+                message=f"{f.message}; called through self.{attr}, bound once in this class, whose binding "
+                "goes with its last call")
 
     def visit_Call(self, node: cst.Call) -> None:
         qual = self.qualname(node.func)
         if not qual:
             self._attribute_bound(node)
             return
+        self._dispatch(node, qual)
+
+    def _dispatch(self, node: cst.Call, qual: str) -> None:
         if qual.startswith("flash_attn"):
             self._flash(node, qual)
         elif qual.startswith("xformers."):

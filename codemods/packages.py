@@ -301,6 +301,7 @@ class PackagesVisitor(PyVisitor):
         self._in_import = 0
         self._used: set[str] | None = None
         self._lines: dict[int, cst.SimpleStatementLine] = {}  # import statement -> its line
+        self._module_lines = {id(stmt) for stmt in ctx.module.body}
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         for small in node.body:
@@ -421,8 +422,8 @@ class PackagesVisitor(PyVisitor):
                     alias.asname.name.value == (dotted(alias.name) or ""):
                 return None  # `import x as x`: an explicit re-export
         line = self._lines.get(id(stmt))
-        if line is None:
-            return None
+        if line is None or id(line) not in self._module_lines:
+            return None  # only imports at the top of the module body (not under `if TYPE_CHECKING:`)
         dead_locals = {b.local for b in dead}
         keep = []
         for alias in _aliases(stmt):  # type: ignore[arg-type]

@@ -163,6 +163,12 @@ class ImportIndex:
                             self._fallback_import(small, fallback_of)
                     elif isinstance(small, (cst.Assign, cst.AnnAssign)) and module_level:
                         self._assignment(stmt, small, gate, fallback_of)
+                    elif isinstance(small, cst.Assign) and fallback_of is not None:
+                        # a gate inside a function: `except ImportError: attn = naive_attention`
+                        for t in small.targets:
+                            if isinstance(t.target, cst.Name):
+                                real = not (len(small.targets) == 1 and _is_sentinel(small.value))
+                                self._fallback(t.target.value, fallback_of, small, "assignment", real)
             elif isinstance(stmt, (cst.Try, cst.TryStar)):
                 catches = any(_handler_catches_import_error(h) for h in stmt.handlers)
                 inner = stmt if catches else gate

@@ -303,3 +303,83 @@ def test_apex_rewrite_blocked_for_a_name_defined_before_its_gate() -> None:
     src = (FIXTURES / "packages" / "fallback_defined_first.in.py").read_text()
     src += "\n\ndef make(d):\n    return RMSNorm(d, eps=1e-6)\n"
     assert "torch.nn.RMSNorm" not in fixed(src, family="apex")
+
+
+def test_fallback_in_a_function_local_gate() -> None:
+    src = ("def attention(q, k, v):\n    try:\n        from flash_attn import flash_attn_func\n"
+           "    except ImportError:\n        flash_attn_func = naive_attention\n"
+           "    return flash_attn_func(q, k, v)\n")
+    fb = ImportIndex(cst.parse_module(src)).fallback("flash_attn_func")
+    assert fb is not None and fb.real
+    assert fixed(src, family="attention") == src
+
+
+def test_type_checking_imports_are_not_removed() -> None:
+    src = ("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    import bitsandbytes as bnb\n\n\n"
+           "def f(layer: \"bnb.nn.Linear8bitLt\"):\n    return layer\n")
+    assert fixed(src, family="packages") == src
+
+
+PRIVATE_SRC = '''import torch
+from flash_attn import flash_attn_func
+
+
+class Private(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self._attn = flash_attn_func
+
+    def forward(self, q, k, v):
+        return self._attn(q, k, v, causal=True)
+
+
+def attn(q, k, v):
+    return Private()(q, k, v)
+'''
+
+
+def _run_with_references(src: str, *args, extra: dict | None = None):  # type: ignore[no-untyped-def]
+    from reference.attention_ref import fake_modules
+
+    mods = fake_modules("v2.1+")
+    for name, attrs in (extra or {}).items():
+        for key, val in attrs.items():
+            setattr(mods[name], key, val)
+    saved = {n: sys.modules.get(n) for n in mods}
+    try:
+        sys.modules.update(mods)
+        ns: dict = {}
+        exec(compile(src, "old.py", "exec"), ns)
+        return ns["attn"](*args)
+    finally:
+        for n, m in saved.items():
+            if m is None:
+                sys.modules.pop(n, None)
+            else:
+                sys.modules[n] = m
+
+
+def test_private_attribute_binding_rewritten_and_numerically_exact() -> None:
+    torch = pytest.importorskip("torch")
+    ported = fixed(PRIVATE_SRC, family="attention")
+    assert "flash_attn" not in ported and "self._attn" not in ported
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(2, 3, 4, 8, generator=g)
+    k = torch.randn(2, 6, 4, 8, generator=g)
+    v = torch.randn(2, 6, 4, 8, generator=g)
+    ref = _run_with_references(PRIVATE_SRC, q, k, v)
+    ns: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(ported, "new.py", "exec"), ns)
+        out = ns["attn"](q, k, v)
+    assert torch.allclose(out, ref, atol=2e-5)
+
+
+def test_public_or_shared_attribute_binding_is_only_reported() -> None:
+    public = PRIVATE_SRC.replace("self._attn", "self.attn_fn")
+    assert fixed(public, family="attention") == public
+    (hit,) = [f for f in findings(public, family="attention") if f.code == "PRT100"]
+    assert "public" in hit.message and hit.fix == Applicability.NONE
+    shared = PRIVATE_SRC + "\n\ndef swap(block):\n    block._attn = None\n"
+    assert fixed(shared, family="attention") == shared

@@ -276,14 +276,28 @@ def _dead_aliases(module: cst.Module, removable: Sequence[str]) -> dict[str, str
     return out
 
 
+# side-effect-free standard modules a folded gate's handler typically used (`logging.error(...)`)
+_PLAIN_STDLIB = ("logging", "warnings", "sys", "os", "inspect", "traceback")
+
+
 def _remove_dead(module: cst.Module, removable: tuple[str, ...]) -> cst.Module:
+    before = loaded_names(module.code)
     for _ in range(3):  # an alias removed frees the import it went through
         text = module.code
         aliases = _dead_aliases(module, removable)
         new = module.visit(_Remover(removable, referenced_names(text), loaded_names(text), aliases))
         if new.code == text:
-            return new
+            break
         module = new
+    # a folded gate's handler was the last reader of `import logging`: that import goes too
+    text = module.code
+    after = loaded_names(text)
+    index = ImportIndex(module)
+    freed = tuple(b.target for b in index.statements
+                  if b.toplevel and not b.gated and b.local in before - after and b.target in _PLAIN_STDLIB
+                  and isinstance(b.statement, cst.Import))
+    if freed:
+        module = module.visit(_Remover(freed, referenced_names(text), after, {}))
     return module
 
 

@@ -383,3 +383,13 @@ def test_public_or_shared_attribute_binding_is_only_reported() -> None:
     assert "public" in hit.message and hit.fix == Applicability.NONE
     shared = PRIVATE_SRC + "\n\ndef swap(block):\n    block._attn = None\n"
     assert fixed(shared, family="attention") == shared
+
+
+def test_folded_gate_takes_the_logging_import_it_alone_used() -> None:
+    src = ("import logging\n\nimport torch\n\ntry:\n    import xformers.ops\nexcept ImportError:\n"
+           "    logging.error('xformers not found')\n\n\ndef attn(q, k, v):\n"
+           "    return xformers.ops.memory_efficient_attention(q, k, v)\n")
+    out = fixed(src, family="attention")
+    assert "logging" not in out and "xformers" not in out and "try:" not in out
+    kept = src.replace("def attn", "log = logging.getLogger(__name__)\n\n\ndef attn")
+    assert "import logging" in fixed(kept, family="attention")

@@ -375,7 +375,7 @@ class PackagesVisitor(PyVisitor):
                         data={"package": pkg.dist})
             return
         imports = self.ctx.imports
-        facts = gate_facts(imports, gate)
+        facts = gate_facts(imports, gate, lambda t: package_of(t) is not None)
         message = describe_gate(facts, pkg.dist)
         text = keep_fallback(imports, gate, self.ctx.module, lambda m: package_of(m) is not None)
         if text is None:
@@ -481,6 +481,10 @@ class PackagesVisitor(PyVisitor):
     def visit_Name(self, node: cst.Name) -> None:
         if id(node) in self._skip or self._in_import:
             return
+        if node.value not in self.ctx.imports.bindings:
+            fb = self.ctx.imports.fallback(node.value)
+            if fb is not None and fb.real:
+                return  # `RMSNorm = FusedRMSNorm` in a gate, with the project's RMSNorm as fallback
         qual = self.ctx.imports.resolve_name(node.value)
         pkg = package_of(qual)
         if pkg is not None:

@@ -129,8 +129,15 @@ def _fallback_body(gate: cst.Try | cst.If) -> list[cst.CSTNode]:
     return body
 
 
-def gate_facts(index: ImportIndex, gate: cst.Try | cst.If) -> GateFacts:
-    names = index.gate_names(gate)
+def gate_facts(index: ImportIndex, gate: cst.Try | cst.If,
+               keep: Callable[[str], bool] | None = None) -> GateFacts:
+    """What the gate's no-package path provides for the names its package path binds (only those
+    whose imports ``keep`` accepts, e.g. CUDA-only ones, when given)."""
+    names = [n for n in index.gate_names(gate)
+             if keep is None or any(keep(t) for t in index.import_targets(n))]
+    # names the gate overrides (`LlamaRMSNorm = partial(FusedRMSNorm, ...)`) keep their earlier definition
+    names += [fb.name for fb in index.fallbacks.values()
+              if fb.gate is gate and fb.kind == "earlier" and fb.name not in names]
     real, sentinel, reimport = [], [], []
     for n in names:
         fb = index.fallback_in(gate, n)
@@ -156,8 +163,9 @@ def describe_gate(facts: GateFacts, dist: str) -> str:
         return (f"availability gate around {dist}: no fallback that runs without it; the {path} imports "
                 f"{', '.join(facts.reimport)} from {dist} again (another release's name)")
     if facts.sentinel:
-        return (f"availability gate around {dist}: no fallback implementation; the {path} sets "
-                f"{', '.join(facts.sentinel)} to a placeholder, so the code must check it before use")
+        return (f"availability gate around {dist}: no fallback implementation; without it "
+                f"{', '.join(facts.sentinel)} only hold a placeholder (None/False), so the code must check "
+                "before use")
     return (f"availability gate around {dist}: no fallback binding of {', '.join(facts.names) or 'its names'} "
             f"(the {path} {facts.handler}); without the package those names are undefined")
 
@@ -204,7 +212,7 @@ def keep_fallback(index: ImportIndex, gate: cst.Try | cst.If, module: cst.Module
     handler = _import_handler(gate)
     if handler is None or handler.name is not None:
         return None
-    facts = gate_facts(index, gate)
+    facts = gate_facts(index, gate, is_cuda_only)
     if not facts.names:
         return None
     bound_by_handler = _bound_names(handler.body.body)
@@ -213,12 +221,8 @@ def keep_fallback(index: ImportIndex, gate: cst.Try | cst.If, module: cst.Module
         if not isinstance(stmt, cst.SimpleStatementLine):
             return None
         for small in stmt.body:
-            if isinstance(small, cst.Import):
-                if not all(is_cuda_only(dotted(a.name) or "") for a in small.names):
-                    return None
-            elif isinstance(small, cst.ImportFrom):
-                if small.relative or small.module is None or not is_cuda_only(dotted(small.module) or ""):
-                    return None
+            if isinstance(small, (cst.Import, cst.ImportFrom)):
+                continue  # what they bind is checked below: kept by the handler, or read nowhere else
             elif isinstance(small, cst.Expr):
                 if not isinstance(small.value, (cst.Call, cst.SimpleString, cst.ConcatenatedString)):
                     return None
@@ -236,7 +240,7 @@ def keep_fallback(index: ImportIndex, gate: cst.Try | cst.If, module: cst.Module
             loads = _loads_outside(module, gate)
         if name in loads or "*" in loads:
             return None
-    if not any((fb := index.fallback_in(gate, n)) is not None and fb.real for n in facts.names):
+    if not facts.real:
         return None  # nothing is kept: not this rule's business
     body = [s for s in handler.body.body
             if not (isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, cst.Pass) for x in s.body))]

@@ -146,7 +146,8 @@ class ImportIndex:
             if rb.gate is not None and earlier is not None and len(others) == 1 and others[0] is None:
                 # `class RMSNorm: ...` then `try: from apex... import FusedRMSNorm; RMSNorm = FusedRMSNorm`
                 # `except ImportError: pass`: the earlier definition is what runs without the package
-                self._fallback(name, rb.gate, earlier[1], "earlier", True)
+                # (`flash_attn_func = None` before the gate is only a placeholder)
+                self._fallback(name, rb.gate, earlier[1], "earlier", earlier[0] != "sentinel")
                 continue
             if any(g is not rb.gate or g is None for g in others):
                 del self.rebinds[name]  # bound twice outside its gate's fallback: not provably this
@@ -248,42 +249,49 @@ class ImportIndex:
 
     def _assignment(self, line: cst.SimpleStatementLine, node: cst.Assign | cst.AnnAssign,
                     gate: cst.Try | cst.If | None, fallback_of: cst.Try | cst.If | None) -> None:
-        if isinstance(node, cst.AnnAssign):
-            targets = [node.target]
-            value = node.value
-        else:
-            targets = [t.target for t in node.targets]
-            value = node.value
-        names = []
+        targets = [node.target] if isinstance(node, cst.AnnAssign) else [t.target for t in node.targets]
+        value = node.value
+        # (name, the value it gets when that is known element-wise)
+        pairs: list[tuple[str, cst.BaseExpression | None]] = []
         for t in targets:
             if isinstance(t, cst.Name):
-                names.append(t.value)
+                pairs.append((t.value, value if len(targets) == 1 else None))
             elif isinstance(t, (cst.Tuple, cst.List)):
-                names.extend(el.value.value for el in t.elements if isinstance(el.value, cst.Name))
-        for name in names:
+                values: list[cst.BaseExpression | None] = [None] * len(t.elements)
+                if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(t.elements) and not any(
+                        isinstance(e, cst.StarredElement) for e in (*t.elements, *value.elements)):
+                    values = [e.value for e in value.elements]  # `a, b = x, y`
+                for el, v in zip(t.elements, values):
+                    if isinstance(el.value, cst.Name):
+                        pairs.append((el.value.value, v if len(targets) == 1 else None))
+        for name, v in pairs:
             self._defs.setdefault(name, []).append(fallback_of)
             if gate is None and fallback_of is None and value is not None:
-                self._earlier.setdefault(name, ("assignment", node))
+                self._earlier.setdefault(name, ("assignment" if v is None or not _is_sentinel(v) else "sentinel", node))
             if fallback_of is not None:
-                real = value is not None and not (len(targets) == 1 and _is_sentinel(value))
+                real = value is not None and not (v is not None and _is_sentinel(v))
                 self._fallback(name, fallback_of, node, "assignment", real)
-        if value is None or len(names) != 1 or len(targets) != 1 or not isinstance(targets[0], cst.Name):
-            return
-        name = names[0]
-        if isinstance(gate, cst.Try) and fallback_of is None and isinstance(value, cst.Name) \
-                and value.value == "True":
-            self.flags[name] = gate
-        elif _probe_call(value):  # `HAS_FLASH = importlib.util.find_spec("flash_attn") is not None`
-            self.flags[name] = node
-        if fallback_of is None and isinstance(value, (cst.Name, cst.Attribute)):
-            text = dotted(value)
-            head = (text or "").split(".")[0]
-            target = self.resolve(value) if head in self.bindings or head in self.rebinds else None
-            if target is not None and text is not None:
-                via = self.rebinds[head].via if head in self.rebinds and head not in self.bindings else head
-                self.rebinds[name] = Rebind(name, target, via, line, gate)
-                self._rebind_earlier[name] = self._earlier.get(name)
-                self._defs[name].pop()  # the rebind itself is not a competing binding
+            elif gate is not None and name in self._earlier and not (v is not None and isinstance(
+                    v, (cst.Name, cst.Attribute))):
+                # `LlamaRMSNorm = partial(FusedRMSNorm, eps=1e-6)` in the gate overrides an earlier
+                # definition: that definition is what runs without the package
+                kind, stmt = self._earlier[name]
+                self._fallback(name, gate, stmt, "earlier", kind != "sentinel")
+            if v is None:
+                continue
+            if isinstance(gate, cst.Try) and fallback_of is None and isinstance(v, cst.Name) and v.value == "True":
+                self.flags[name] = gate
+            elif _probe_call(v):  # `HAS_FLASH = importlib.util.find_spec("flash_attn") is not None`
+                self.flags[name] = node
+            if fallback_of is None and isinstance(v, (cst.Name, cst.Attribute)):
+                text = dotted(v)
+                head = (text or "").split(".")[0]
+                target = self.resolve(v) if head in self.bindings or head in self.rebinds else None
+                if target is not None and text is not None:
+                    via = self.rebinds[head].via if head in self.rebinds and head not in self.bindings else head
+                    self.rebinds[name] = Rebind(name, target, via, line, gate)
+                    self._rebind_earlier[name] = self._earlier.get(name)
+                    self._defs[name].pop()  # the rebind itself is not a competing binding
 
     def _add(self, node: cst.Import | cst.ImportFrom, *, gated: bool, toplevel: bool,
              gate: cst.Try | cst.If | None = None) -> None:
@@ -418,32 +426,44 @@ class ImportIndex:
 # Real module aliases of library APIs: a class or function reached through the module that
 # defines it is the object its package exports (`bitsandbytes.optim.adam.Adam8bit` is
 # `bitsandbytes.optim.Adam8bit`). Families match the exported spelling.
-_CANONICAL: tuple[tuple[str, str], ...] = (
-    ("bitsandbytes.optim.adam.", "bitsandbytes.optim."),
-    ("bitsandbytes.optim.adamw.", "bitsandbytes.optim."),
-    ("bitsandbytes.optim.lion.", "bitsandbytes.optim."),
-    ("bitsandbytes.optim.sgd.", "bitsandbytes.optim."),
-    ("bitsandbytes.optim.lamb.", "bitsandbytes.optim."),
-    ("bitsandbytes.optim.lars.", "bitsandbytes.optim."),
-    ("bitsandbytes.optim.rmsprop.", "bitsandbytes.optim."),
-    ("bitsandbytes.optim.adagrad.", "bitsandbytes.optim."),
-    ("bitsandbytes.optim.ademamix.", "bitsandbytes.optim."),
-    ("bitsandbytes.nn.modules.", "bitsandbytes.nn."),
-    ("apex.optimizers.fused_adam.", "apex.optimizers."),
-    ("apex.optimizers.fused_sgd.", "apex.optimizers."),
-    ("apex.optimizers.fused_lamb.", "apex.optimizers."),
-    ("apex.optimizers.fused_adagrad.", "apex.optimizers."),
-    ("apex.optimizers.fused_novograd.", "apex.optimizers."),
-    ("apex.optimizers.fused_mixed_precision_lamb.", "apex.optimizers."),
-    ("apex.normalization.fused_layer_norm.", "apex.normalization."),
+_CANONICAL: tuple[tuple[str, str, frozenset[str] | None], ...] = (
+    # (defining module, exporting package, names it exports; None: every public class name)
+    ("bitsandbytes.optim.adam.", "bitsandbytes.optim.", None),
+    ("bitsandbytes.optim.adamw.", "bitsandbytes.optim.", None),
+    ("bitsandbytes.optim.lion.", "bitsandbytes.optim.", None),
+    ("bitsandbytes.optim.sgd.", "bitsandbytes.optim.", None),
+    ("bitsandbytes.optim.lamb.", "bitsandbytes.optim.", None),
+    ("bitsandbytes.optim.lars.", "bitsandbytes.optim.", None),
+    ("bitsandbytes.optim.rmsprop.", "bitsandbytes.optim.", None),
+    ("bitsandbytes.optim.adagrad.", "bitsandbytes.optim.", None),
+    ("bitsandbytes.optim.ademamix.", "bitsandbytes.optim.", None),
+    ("bitsandbytes.nn.modules.", "bitsandbytes.nn.", None),
+    ("apex.optimizers.fused_adam.", "apex.optimizers.", frozenset({"FusedAdam"})),
+    ("apex.optimizers.fused_sgd.", "apex.optimizers.", frozenset({"FusedSGD"})),
+    ("apex.optimizers.fused_lamb.", "apex.optimizers.", frozenset({"FusedLAMB"})),
+    ("apex.optimizers.fused_adagrad.", "apex.optimizers.", frozenset({"FusedAdagrad"})),
+    ("apex.optimizers.fused_novograd.", "apex.optimizers.", frozenset({"FusedNovoGrad"})),
+    ("apex.optimizers.fused_mixed_precision_lamb.", "apex.optimizers.", frozenset({"FusedMixedPrecisionLamb"})),
+    ("apex.normalization.fused_layer_norm.", "apex.normalization.",
+     frozenset({"FusedLayerNorm", "MixedFusedLayerNorm", "FusedRMSNorm", "MixedFusedRMSNorm"})),
 )
+# bitsandbytes internals that its packages do not export
+_INTERNAL = ("Optimizer", "State", "Function", "MatmulLtState")
 
 
 def canonical(qualname: str) -> str:
     """The exported spelling of ``qualname`` when it goes through a defining submodule."""
-    for prefix, export in _CANONICAL:
-        if qualname.startswith(prefix) and "." not in qualname[len(prefix):]:
-            return export + qualname[len(prefix):]
+    for prefix, export, names in _CANONICAL:
+        if not qualname.startswith(prefix):
+            continue
+        rest = qualname[len(prefix):]
+        name = rest.split(".")[0]
+        if names is None:
+            if name.startswith("_") or not name[:1].isupper() or any(x in name for x in _INTERNAL):
+                return qualname
+        elif name not in names:
+            return qualname
+        return export + rest
     return qualname
 
 

@@ -393,3 +393,42 @@ def test_folded_gate_takes_the_logging_import_it_alone_used() -> None:
     assert "logging" not in out and "xformers" not in out and "try:" not in out
     kept = src.replace("def attn", "log = logging.getLogger(__name__)\n\n\ndef attn")
     assert "import logging" in fixed(kept, family="attention")
+
+
+def test_module_aliases_leave_unexported_names_alone() -> None:
+    from porter.pyimports import canonical
+
+    assert canonical("apex.normalization.fused_layer_norm.FusedRMSNorm") == "apex.normalization.FusedRMSNorm"
+    kept = "apex.normalization.fused_layer_norm.FusedLayerNormAffineFunction.apply"
+    assert canonical(kept) == kept
+    assert canonical("bitsandbytes.optim.adam.Optimizer2State") == "bitsandbytes.optim.adam.Optimizer2State"
+
+
+def test_pairwise_rebinding_after_placeholders_is_found_and_rewritten() -> None:
+    torch = pytest.importorskip("torch")
+    src = (FIXTURES / "attention" / "tuple_rebinding.in.py").read_text()
+    index = ImportIndex(cst.parse_module(src))
+    assert index.resolve_name("flash_attn_func") == "flash_attn.flash_attn_func"
+    fb = index.fallback("flash_attn_func")
+    assert fb is not None and not fb.real  # the `None` placeholder before the gate
+    codes = {f.line: f.code for f in findings(src, family="attention")}
+    assert codes == {16: "PRT100", 20: "PRT103"}
+    snippet = src + "\n\ndef attn(q, k, v):\n    return dense(q, k, v, 0.0, 0.5)\n"
+    ported = fixed(snippet, family="attention")
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(2, 4, 2, 8, generator=g) for _ in range(3))
+    ref = _run_with_references(snippet, q, k, v,
+                               extra={"flash_attn": {"flash_attn_varlen_func": object()}})
+    ns: dict = {}
+    exec(compile(ported, "new.py", "exec"), ns)
+    assert torch.allclose(ns["attn"](q, k, v), ref, atol=2e-5)
+
+
+def test_gate_overriding_an_earlier_class_with_a_partial_keeps_the_class() -> None:
+    src = (FIXTURES / "packages" / "fallback_override.in.py").read_text()
+    (gate,) = [f for f in findings(src, family="packages") if f.code == "PRT021"]
+    assert gate.fix == Applicability.SAFE and "fallback binding of LlamaRMSNorm" in gate.message
+    assert "partial" not in gate.message  # functools is no CUDA-only package
+    out = fixed(src, family="packages")
+    assert "from apex" not in out and "try:" not in out and "class LlamaRMSNorm" in out
+    compile(out, "t.py", "exec")

@@ -261,7 +261,7 @@ class ImportIndex:
                 if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(t.elements) and not any(
                         isinstance(e, cst.StarredElement) for e in (*t.elements, *value.elements)):
                     values = [e.value for e in value.elements]  # `a, b = x, y`
-                for el, v in zip(t.elements, values):
+                for el, v in zip(t.elements, values, strict=True):
                     if isinstance(el.value, cst.Name):
                         pairs.append((el.value.value, v if len(targets) == 1 else None))
         for name, v in pairs:

@@ -107,10 +107,12 @@ def _handler_action(body: Sequence[cst.CSTNode]) -> str:
                     acts.add("logs or warns")
                 else:
                     acts.add("runs code")
+        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            acts.add(f"defines {stmt.name.value}")
         else:
             acts.add("runs code")
     order = ("raises", "logs or warns", "sets a flag", "passes", "assigns", "runs code")
-    found = [a for a in order if a in acts]
+    found = [a for a in order if a in acts] + sorted(a for a in acts if a.startswith("defines "))
     return " and ".join(found) if found else "does nothing"
 
 

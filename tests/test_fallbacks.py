@@ -432,3 +432,10 @@ def test_gate_overriding_an_earlier_class_with_a_partial_keeps_the_class() -> No
     out = fixed(src, family="packages")
     assert "from apex" not in out and "try:" not in out and "class LlamaRMSNorm" in out
     compile(out, "t.py", "exec")
+
+
+def test_prt021_names_what_a_handler_defines_besides_the_gated_names() -> None:
+    src = ("try:\n    from xformers.ops import cross_entropy\n\n    def loss(s, t):\n"
+           "        return cross_entropy(s, t)\nexcept ImportError:\n\n    def loss(s, t):\n        return -(s * t).sum()\n")
+    (gate,) = [f for f in findings(src, family="packages") if f.code == "PRT021"]
+    assert "no fallback binding of cross_entropy" in gate.message and "defines loss" in gate.message

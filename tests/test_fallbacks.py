@@ -439,3 +439,20 @@ def test_prt021_names_what_a_handler_defines_besides_the_gated_names() -> None:
            "        return cross_entropy(s, t)\nexcept ImportError:\n\n    def loss(s, t):\n        return -(s * t).sum()\n")
     (gate,) = [f for f in findings(src, family="packages") if f.code == "PRT021"]
     assert "no fallback binding of cross_entropy" in gate.message and "defines loss" in gate.message
+
+
+@pytest.mark.parametrize("family,src,call", [
+    ("quantization",
+     "import torch\n\ntry:\n    from bitsandbytes.optim import Adam8bit\nexcept ImportError:\n"
+     "    from torch.optim import AdamW as Adam8bit\n\n\ndef make(m):\n    return Adam8bit(m.parameters(), lr=1e-3)\n",
+     "Adam8bit(m.parameters(), lr=1e-3)"),
+    ("telemetry",
+     "try:\n    import pynvml\nexcept ImportError:\n    from . import nvml_shim as pynvml\n\n\n"
+     "def count():\n    pynvml.nvmlInit()\n    return pynvml.nvmlDeviceGetCount()\n",
+     "pynvml.nvmlDeviceGetCount()"),
+])
+def test_every_family_keeps_a_fallback_binding(family: str, src: str, call: str) -> None:
+    # without the guard both families rewrite these calls (to torchao / torch.cuda), though on a machine
+    # without the package the fallback is what the code runs
+    assert call in fixed(src, family=family, unsafe=True)
+    assert any("fallback binding" in f.message for f in findings(src, family=family))

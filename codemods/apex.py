@@ -351,10 +351,12 @@ class ApexVisitor(PyVisitor):
 
     # -- name resolution ------------------------------------------------------------------
     def _resolve(self, expr: cst.BaseExpression) -> tuple[str | None, str | None]:
-        """(qualified name, the import target to drop once unused; "" for a gated import).
+        """(qualified name, the import target to drop once unused).
 
-        An import inside ``try: ... except ImportError`` is also an availability probe (it
-        decides flags such as ``has_apex = True`` in the same block), so it is never removed.
+        A gated import goes too once nothing reads it: the engine then folds its ``try`` into
+        the literal flags of its body (``has_apex = True``), the value they have with the
+        package, whose uses are now rewritten. A name with a fallback binding is never
+        rewritten (the engine's fallback guard), so its gate stays.
         """
         text = dotted(expr)
         if text is None:
@@ -366,7 +368,7 @@ class ApexVisitor(PyVisitor):
         if not found:
             return None, None
         qual = self.qualname(expr)
-        return qual, ("" if found[0].gated else found[0].target)
+        return qual, found[0].target
 
     def _torch(self, target: str) -> tuple[str, tuple[str, ...]]:
         """How to spell ``target`` here, and the import to add if none names it."""

@@ -8,7 +8,7 @@ the argument or condition that blocked it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -72,7 +72,16 @@ _FA_COMMON = (
     "since flex has no dropout. Eager flex is slow: run it under `torch.compile`.\n\n"
     "Reported, not rewritten: `return_attn_probs=True` (SDPA returns no LSE/probabilities), "
     "softcap/ALiBi with dropout, non-literal windows or softcaps, positional arguments past "
-    "`causal`, `*args/**kwargs`, and shapes porter would have to evaluate twice.\n\n" + _SAFETY
+    "`causal`, `*args/**kwargs`, and shapes porter would have to evaluate twice.\n\n"
+    "Calls are found through the file's imports, function-local imports, module-level rebindings "
+    "(`attn = flash_attn_func`) and attributes bound in the class (`self._attn = flash_attn_func`). "
+    "A call through a private attribute bound once and only called in its class is rewritten (the "
+    "binding goes with the last call); a public or conditionally bound attribute is reported. A name "
+    "with a fallback binding in its availability gate (`except ImportError: def flash_attn_func(...)`) "
+    "is never rewritten: without flash-attn the fallback is what runs. `flash_attn_func` with four or "
+    "more positional arguments is taken as v2's `(q, k, v, dropout_p, ...)` when the module imports a "
+    "`flash_attn_varlen_*` function (a v2-only name; v1 called it `flash_attn_unpadded_*`) or the repo "
+    "pins v2.\n\n" + _SAFETY
 )
 
 RULES = (
@@ -209,6 +218,7 @@ _FA_VARLEN = {
     "flash_attn_varlen_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func",
     "flash_attn_unpadded_func", "flash_attn_unpadded_qkvpacked_func", "flash_attn_unpadded_kvpacked_func",
 }
+_FA_V2_ONLY = {"flash_attn_varlen_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func"}
 _FA_MODULES = {
     "flash_attn.modules.mha.FlashSelfAttention": "FlashSelfAttention",
     "flash_attn.modules.mha.FlashCrossAttention": "FlashCrossAttention",
@@ -279,6 +289,10 @@ class AttentionVisitor(PyVisitor):
         self._returned: set[int] = set()  # calls directly returned
         self._assigned: dict[int, str] = {}  # call -> name it is assigned to
         self._assigned_target: dict[int, str] = {}  # call -> name or attribute chain it is assigned to
+        self._classes: list[cst.ClassDef] = []
+        # (class, attribute) -> (binding line, indexes of the findings of its calls, bound value)
+        self._attr_calls: dict[tuple[int, str], tuple[cst.CSTNode | None, list[int], cst.BaseExpression]] = {}
+        self._attr_cache: dict[int, dict[str, list[cst.BaseExpression]]] = {}
         self._fa = flash_version(ctx.facts.pins.get("flash-attn"))
         self._torch_pin = ctx.facts.pins.get("torch")
 
@@ -318,10 +332,142 @@ class AttentionVisitor(PyVisitor):
         return facts
 
     # -- dispatch ------------------------------------------------------------------------------
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._classes.append(node)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        cls = self._classes.pop()
+        for (cid, attr), (line, hits, value) in list(self._attr_calls.items()):
+            if cid != id(cls):
+                continue
+            self._finish_attribute(attr, line, hits, value)
+
+    def _self_attributes(self, cls: cst.ClassDef) -> dict[str, list[tuple[cst.BaseExpression, cst.CSTNode | None]]]:
+        """``self.X = value`` assignments anywhere in the class's methods, with the statement line
+        when it holds only that assignment."""
+        found = self._attr_cache.get(id(cls))
+        if found is None:
+            found = {}
+            line: list[cst.SimpleStatementLine | None] = [None]
+
+            class _V(cst.CSTVisitor):
+                def visit_SimpleStatementLine(inner, n: cst.SimpleStatementLine) -> None:  # noqa: N805
+                    line[0] = n if len(n.body) == 1 else None
+
+                def visit_Assign(inner, n: cst.Assign) -> None:  # noqa: N805
+                    for t in n.targets:
+                        tt = t.target
+                        if isinstance(tt, cst.Attribute) and isinstance(tt.value, cst.Name) and \
+                                tt.value.value == "self":
+                            found.setdefault(tt.attr.value, []).append(
+                                (n.value, line[0] if len(n.targets) == 1 else None))
+
+                def visit_AugAssign(inner, n: cst.AugAssign) -> None:  # noqa: N805
+                    tt = n.target
+                    if isinstance(tt, cst.Attribute) and isinstance(tt.value, cst.Name) and tt.value.value == "self":
+                        found.setdefault(tt.attr.value, []).append((n.value, None))
+
+            cls.visit(_V())
+            self._attr_cache[id(cls)] = found
+        return found
+
+    def _attribute_bound(self, node: cst.Call) -> None:
+        """``self._attn(q, k, v)`` where the class binds ``self._attn = flash_attn_func``.
+
+        Rewritten like a direct call when the binding is provably that function at every use: a
+        private attribute (leading underscore) bound once, unconditionally, and read nowhere in
+        the module but by calls ``self._attn(...)`` in this class; when every such call is
+        rewritten, the binding goes too. Otherwise found and reported with the reason."""
+        f = node.func
+        if not (isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value == "self"
+                and self._classes):
+            return
+        cls = self._classes[-1]
+        attr = f.attr.value
+        values = self._self_attributes(cls).get(attr, ())
+        quals = []
+        for value, _ in values:
+            options = [value.body, value.orelse] if isinstance(value, cst.IfExp) else [value]
+            for opt in options:
+                q = self.qualname(opt) if isinstance(opt, (cst.Name, cst.Attribute)) else None
+                if q and q.startswith(("flash_attn", "xformers.")):
+                    quals.append(q)
+        if not quals:
+            return
+        qual = quals[0]
+        short = _fa_short(qual) or _xf_short(qual) or qual.rsplit(".", 1)[-1]
+        if qual.startswith("xformers."):
+            code = "PRT200"
+        elif short in _FA_VARLEN:
+            code = "PRT103"
+        else:
+            code = _FA_CODES.get(short, "PRT100")
+        conditional = len(values) > 1 or any(isinstance(v, cst.IfExp) for v, _ in values)
+        reason = ""
+        if conditional:
+            reason = "it is bound conditionally or more than once"
+        elif not attr.startswith("_"):
+            reason = "the attribute is public, so code elsewhere may call or replace it"
+        elif self._attr_mentions(attr) != 1 + self._self_calls(cls, attr):
+            reason = f"`.{attr}` is also read or assigned elsewhere in this module"
+        if reason:
+            self.report(node, code, f"{short} called through the attribute self.{attr} (bound to {qual} in this "
+                        f"class): not rewritten, because {reason}; call the portable function directly here "
+                        "(see this rule's rewrite) or port by hand", fix=Applicability.NONE, data={"qualname": qual})
+            return
+        before = len(self.findings)
+        self._dispatch(node, qual)
+        entry = self._attr_calls.setdefault((id(cls), attr), (values[0][1], [], values[0][0]))
+        entry[1].extend(range(before, len(self.findings)))
+
+    def _attr_mentions(self, attr: str) -> int:
+        import re
+
+        return len(re.findall(rf"\.{re.escape(attr)}\b", self.ctx.text))
+
+    def _self_calls(self, cls: cst.ClassDef, attr: str) -> int:
+        count = [0]
+
+        class _V(cst.CSTVisitor):
+            def visit_Call(inner, n: cst.Call) -> None:  # noqa: N805
+                g = n.func
+                if isinstance(g, cst.Attribute) and g.attr.value == attr and isinstance(g.value, cst.Name) \
+                        and g.value.value == "self":
+                    count[0] += 1
+
+        cls.visit(_V())
+        return count[0]
+
+    def _finish_attribute(self, attr: str, line: cst.CSTNode | None, hits: list[int],
+                          value: cst.BaseExpression) -> None:
+        """Every call through ``self.<attr>`` was rewritten: drop its binding too, with the imports."""
+        found = [self.findings[i] for i in hits]
+        if not found or line is None or any(f.fix == Applicability.NONE or not f.edits for f in found):
+            return
+        start, end = self.span(line)
+        text = self.ctx.text
+        line_start = text.rfind("\n", 0, start) + 1
+        if text[line_start:start].strip():
+            return
+        nl = text.find("\n", end)
+        drop = Edit(line_start, len(text) if nl < 0 else nl + 1, "")
+        head = (dotted(value) or "").split(".")[0]
+        targets = self.ctx.imports.import_targets(head)
+        for i in hits:
+            f = self.findings[i]
+            self.findings[i] = replace(
+                f, edits=f.edits + (drop,), remove_imports=tuple(dict.fromkeys(f.remove_imports + targets)),
+                message=f"{f.message}; called through self.{attr}, bound once in this class, whose binding "
+                "goes with its last call")
+
     def visit_Call(self, node: cst.Call) -> None:
         qual = self.qualname(node.func)
         if not qual:
+            self._attribute_bound(node)
             return
+        self._dispatch(node, qual)
+
+    def _dispatch(self, node: cst.Call, qual: str) -> None:
         if qual.startswith("flash_attn"):
             self._flash(node, qual)
         elif qual.startswith("xformers."):
@@ -369,6 +515,10 @@ class AttentionVisitor(PyVisitor):
         bound = bind(node, positional, positional + extra,
                      positional_note=" (flash-attn changed the later positional slots between releases)")
         plan = Plan()
+        if short == "flash_attn_func" and self._v2_proof() and not self._fa.known:
+            npos = len([a for a in node.args if a.keyword is None and not a.star])
+            if npos >= 4 and qual != "flash_attn.flash_attn_func":
+                plan.notes.append(f"v2 (q, k, v, dropout_p, ...) API: {self._v2_proof()}")
         try:
             if bound.error:
                 raise _Blocked(bound.error)
@@ -463,6 +613,17 @@ class AttentionVisitor(PyVisitor):
         self.ctx.module.visit(_V())
         return hit[0] if hit else None
 
+    def _v2_proof(self) -> str:
+        """Why the module provably uses flash-attn v2's API, or "": it imports a ``flash_attn_varlen_*``
+        function, a name that exists only from v2.0 on (v1 called them ``flash_attn_unpadded_*``)."""
+        for b in self.ctx.imports.statements:
+            name = b.target.rsplit(".", 1)[-1]
+            module = b.target.rsplit(".", 1)[0]
+            if name in _FA_V2_ONLY and module in ("flash_attn", "flash_attn.flash_attn_interface"):
+                return (f"the module imports {name} from {module}, which exists only in flash-attn >= 2.0 "
+                        "(v1 named it flash_attn_unpadded_*)")
+        return ""
+
     def _v1_reason(self, node: cst.Call, qual: str) -> str | None:
         """Why this `flash_attn_func` call may be flash-attn v1's (qkv, cu_seqlens, ...) API."""
         kws = {a.keyword.value for a in node.args if a.keyword is not None}
@@ -474,7 +635,7 @@ class AttentionVisitor(PyVisitor):
                     "(qkv, cu_seqlens, dropout_p, max_s); port it by hand")
         npos = len([a for a in node.args if a.keyword is None and not a.star])
         top_level = qual == "flash_attn.flash_attn_func"  # only v2 exports it from the package
-        if npos >= 4 and not top_level and not self._fa.known:
+        if npos >= 4 and not top_level and not self._fa.known and not self._v2_proof():
             return ("flash_attn_func with 4 positional arguments from flash_attn.flash_attn_interface and "
                     "no pinned version: could be v1 (qkv, cu_seqlens, dropout_p, max_s) or v2 "
                     "(q, k, v, dropout_p); pin flash-attn or pass dropout_p by keyword")
@@ -1087,11 +1248,15 @@ class AttentionVisitor(PyVisitor):
                 return False
 
             def visit_Name(inner, n: cst.Name) -> None:  # noqa: N805
-                for b in imports.bindings.get(n.value, ()):
-                    if b.target.startswith(("flash_attn", "xformers")):
-                        found.append(b.target)
+                for target in imports.import_targets(n.value):
+                    if target.startswith(("flash_attn", "xformers")):
+                        found.append(target)
 
         node.visit(_V())
+        # names imported by the same statements go too once nothing reads them (an unused
+        # `flash_attn_varlen_func` beside the rewritten `flash_attn_func` keeps the gate alive)
+        statements = {id(b.statement) for b in imports.statements if b.target in found}
+        found += [b.target for b in imports.statements if id(b.statement) in statements and b.local != "*"]
         return tuple(dict.fromkeys(found))
 
 

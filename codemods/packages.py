@@ -13,8 +13,10 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from porter.findings import Applicability, Category, Severity
+from porter.fallbacks import KEEPS_FALLBACK, describe_gate, gate_facts, keep_fallback
+from porter.findings import Applicability, Category, Edit, Severity
 from porter.framework import Family, PyContext, PyVisitor, rule
+from porter.pyfix import referenced_names
 from porter.pyimports import dotted
 
 from . import _hf_attention as hf
@@ -161,8 +163,20 @@ RULES = tuple(
     rule("PRT021", "import-gate", NAME,
          "An availability gate (`try: import x except ImportError`) around a CUDA-only package.",
          Category.BENIGN, severity=Severity.INFO,
-         explanation="Gated imports already have a fallback path. porter reports them so the audit "
-         "shows which CUDA-only dependencies are optional; rewrites keep the gate's fallback working."),
+         explanation="porter reads what the gate does when the package is missing. Only a real "
+         "alternative binding of the same names on that path (a class or function, another import, an "
+         "expression; or a definition before the gate that the gate only overrides) counts as a "
+         "*fallback*; a handler that raises, logs, passes or only sets a flag or a `None` placeholder "
+         "provides none, and the message says so.\n\n"
+         "A name with a fallback ports to that fallback, because it is what runs on a machine without "
+         "the package: no family rewrites its uses (their findings say why), and when every name of a "
+         "module-level `try` gate has one, the fix (safe) drops the dead import branch and keeps the "
+         "handler's body. When every use of a gated import without a fallback is rewritten instead, the "
+         "engine removes the import and folds the gate into the literal flags of its body "
+         "(`HAS_FLASH = True`: the rewritten calls now provide what the flag announced).",
+         example="```python\ntry:\n    from apex.normalization import FusedRMSNorm as RMSNorm\n"
+         "except ImportError:\n    class RMSNorm(nn.Module): ...  # eps=1e-6, fp32\n"
+         "# becomes\nclass RMSNorm(nn.Module): ...  # eps=1e-6, fp32\n```"),
     rule("PRT019", "string-import", NAME,
          "A CUDA-only package or extension module imported by name (`importlib.import_module(\"...\")`, "
          "`__import__`).", Category.REPLACE, severity=Severity.WARNING, effort_hours=0.5,
@@ -285,6 +299,25 @@ _HELPER_PACKAGES = {k: p for k in ("flash_attn", "flash_attn_2", "flash_attn_3",
                                    "torch_tensorrt") if (p := _helper_pkg(k)) is not None}
 
 
+# imported for what importing them does (a CUDA context, a torch.compile backend): not dead when unused
+_SIDE_EFFECT_IMPORTS = ("pycuda.autoinit", "torch_tensorrt", "transformer_engine.pytorch")
+
+
+def _dunder_import_chain(func: cst.BaseExpression) -> str | None:
+    """``importlib.util.find_spec`` for ``__import__("importlib").util.find_spec``."""
+    parts: list[str] = []
+    while isinstance(func, cst.Attribute):
+        parts.append(func.attr.value)
+        func = func.value
+    if not parts or not isinstance(func, cst.Call) or dotted(func.func) not in {"__import__", "importlib.import_module"}:
+        return None
+    arg = next((a.value for a in func.args if a.keyword is None), None)
+    name = _string_value(arg) if arg is not None else None
+    if name not in _STDLIB_ROOTS and name not in {"importlib.util", "importlib.metadata"}:
+        return None
+    return ".".join([name, *reversed(parts)])
+
+
 def _aliases(stmt: cst.Import | cst.ImportFrom) -> list[cst.ImportAlias]:
     names = stmt.names
     return list(names) if not isinstance(names, cst.ImportStar) else []
@@ -301,6 +334,14 @@ class PackagesVisitor(PyVisitor):
         self._switch_seen: set[int] = set()  # 'flash_attention_2' literals already reported
         self._impl_names: dict[str, int] = {}  # names passed as attn_implementation=<name>, and how often
         self._fa2_assigns: list[tuple[str, cst.BaseExpression]] = []  # name = <'flash_attention_2' ...>
+        self._used: set[str] | None = None
+        self._lines: dict[int, cst.SimpleStatementLine] = {}  # import statement -> its line
+        self._module_lines = {id(stmt) for stmt in ctx.module.body}
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        for small in node.body:
+            if isinstance(small, (cst.Import, cst.ImportFrom)):
+                self._lines[id(small)] = node
 
     # -- imports ------------------------------------------------------------------------
     def visit_Import(self, node: cst.Import) -> None:
@@ -339,8 +380,17 @@ class PackagesVisitor(PyVisitor):
         self._in_import -= 1
 
     def _report_import(self, node: cst.CSTNode, pkg: Package, what: str, stmt: cst.CSTNode) -> None:
-        gated = any(b.gated and b.statement is stmt for b in self.ctx.imports.statements)
+        mine = [b for b in self.ctx.imports.statements if b.statement is stmt]
+        gated = any(b.gated for b in mine)
         suffix = " (inside an availability gate)" if gated else ""
+        unused = self._unused_import(mine, stmt)
+        if unused is not None:
+            edit, names = unused
+            self.report(node, pkg.code, f"import of CUDA-only package {pkg.dist}: {what} is not used in this "
+                        f"module; removed ({', '.join(names)}), since importing it fails where {pkg.dist} is not "
+                        "installed", fix=Applicability.SAFE, fix_title="remove the unused import",
+                        edits=(edit,), data={"package": pkg.dist, "gated": False})
+            return
         root = module_of(what.split(" ")[0])
         if root in ALIASES and pkg.module in {"apex", "flash_attn"}:
             head = f"import of {root}, a compiled CUDA extension of {pkg.dist}"
@@ -351,8 +401,99 @@ class PackagesVisitor(PyVisitor):
         self.report(node, pkg.code, f"{head}: {what}{suffix}; {pkg.advice}",
                     fix=Applicability.NONE, data={"package": pkg.dist, "gated": gated})
         if gated:
-            self.report(node, "PRT021", f"availability gate around {pkg.dist}: the code has a fallback "
-                        "when it is missing", fix=Applicability.NONE, data={"package": pkg.dist})
+            self._report_gate(node, pkg, mine)
+
+    def _report_gate(self, node: cst.CSTNode, pkg: Package, mine: list) -> None:
+        gate = next((b.gate for b in mine if b.gate is not None), None)
+        if gate is None:
+            self.report(node, "PRT021", f"availability gate around {pkg.dist}", fix=Applicability.NONE,
+                        data={"package": pkg.dist})
+            return
+        imports = self.ctx.imports
+        facts = gate_facts(imports, gate, lambda t: package_of(t) is not None)
+        message = describe_gate(facts, pkg.dist)
+        text = keep_fallback(imports, gate, self.ctx.module, lambda m: package_of(m) is not None)
+        if text is None:
+            self.report(node, "PRT021", message, fix=Applicability.NONE, data={"package": pkg.dist})
+            return
+        start, end = self.span(gate)
+        if not text:
+            # nothing runs without the package: the statement and its line go
+            line_start = self.ctx.text.rfind("\n", 0, start) + 1
+            nl = self.ctx.text.find("\n", end)
+            start, end = line_start, (len(self.ctx.text) if nl < 0 else nl + 1)
+            while start >= 2 and self.ctx.text[start - 1] == "\n" and self.ctx.text[start - 2] == "\n":
+                start -= 1  # the blank lines that separated it from the code before
+        self.report(node, "PRT021", message + f"; the import branch only serves {pkg.dist}, so the port keeps the "
+                    "fallback (what runs without the package) and drops the try/except",
+                    fix=Applicability.SAFE, fix_title="keep the fallback, drop the dead import branch",
+                    edits=(Edit(start, end, text),), data={"package": pkg.dist, KEEPS_FALLBACK: True})
+
+    def _unused_import(self, mine: list, stmt: cst.CSTNode) -> tuple[Edit, list[str]] | None:
+        """An edit removing the statement's CUDA-only bindings that nothing in the module uses, when
+        the statement is an ungated top-level import outside a package ``__init__.py``."""
+        if not mine or any(b.gated or not b.toplevel or b.local == "*" for b in mine):
+            return None
+        if self.ctx.relpath.rsplit("/", 1)[-1] == "__init__.py":
+            return None
+        used = self._used_names()
+        if used is None:
+            return None
+        dead = [b for b in mine if b.local not in used and package_of(b.target) is not None
+                and len(self.ctx.imports.bindings.get(b.local, ())) == 1
+                and not any(t == m or t.startswith(m + ".") for m in _SIDE_EFFECT_IMPORTS for t in (b.target, b.module))]
+        if not dead:
+            return None
+        # only worth it when the package then goes from the module: dropping unused names beside
+        # live ones of the same package changes nothing on a machine without it
+        dead_ids = {id(b) for b in dead}
+        pkgs = {package_of(b.target) for b in dead}
+        for b in self.ctx.imports.statements:
+            if id(b) in dead_ids or b.gated or package_of(b.target) not in pkgs:
+                continue
+            return None
+        for alias in _aliases(stmt):  # type: ignore[arg-type]
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name) and \
+                    alias.asname.name.value == (dotted(alias.name) or ""):
+                return None  # `import x as x`: an explicit re-export
+        line = self._lines.get(id(stmt))
+        if line is None or id(line) not in self._module_lines:
+            return None  # only imports at the top of the module body (not under `if TYPE_CHECKING:`)
+        dead_locals = {b.local for b in dead}
+        keep = []
+        for alias in _aliases(stmt):  # type: ignore[arg-type]
+            if isinstance(stmt, cst.Import):
+                local = (alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name)
+                         else (dotted(alias.name) or "").split(".")[0])
+            else:
+                local = (alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name)
+                         else dotted(alias.name) or "")
+            if local not in dead_locals:
+                keep.append(alias)
+        if not keep and len(line.body) == 1:
+            start, stmt_end = self.span(line)
+            text = self.ctx.text
+            line_start = text.rfind("\n", 0, start) + 1
+            if text[line_start:start].strip():
+                return None
+            end = text.find("\n", stmt_end)
+            end = len(text) if end < 0 else end + 1
+            # the whole line goes, with its comment
+            return Edit(line_start, end, ""), sorted(dead_locals)
+        if not keep:
+            return None
+        keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        start, end = self.span(stmt)
+        return Edit(start, end, self.code(stmt.with_changes(names=keep))), sorted(dead_locals)  # type: ignore[attr-defined]
+
+    def _used_names(self) -> set[str] | None:
+        if self._used is None:
+            try:
+                self._used = referenced_names(self.ctx.text)
+            except (SyntaxError, ValueError, RecursionError):
+                self._used = set()
+                return None
+        return self._used
 
     # -- use sites ----------------------------------------------------------------------
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -375,6 +516,10 @@ class PackagesVisitor(PyVisitor):
     def visit_Name(self, node: cst.Name) -> None:
         if id(node) in self._skip or self._in_import:
             return
+        if node.value not in self.ctx.imports.bindings:
+            fb = self.ctx.imports.fallback(node.value)
+            if fb is not None and fb.real:
+                return  # `RMSNorm = FusedRMSNorm` in a gate, with the project's RMSNorm as fallback
         qual = self.ctx.imports.resolve_name(node.value)
         pkg = package_of(qual)
         if pkg is not None:
@@ -547,6 +692,8 @@ class PackagesVisitor(PyVisitor):
         qual = self.qualname(func)
         if qual is None and isinstance(func, cst.Name) and func.value == "__import__":
             qual = "__import__"
+        if qual is None:
+            qual = _dunder_import_chain(func)
         if qual is None:
             # `importlib.util.find_spec(...)` in a module that never imports importlib itself (it
             # works when another module imported importlib.util first): resolve the stdlib root

@@ -16,6 +16,7 @@ import libcst as cst
 
 from . import registry
 from .config import Settings
+from .fallbacks import guard
 from .findings import Applicability, Edit, Finding
 from .framework import Family, FileContext, PyContext, RepoFacts, StatementTracker
 from .pyfix import fix_imports
@@ -195,7 +196,10 @@ def analyze(
         return [_syntax_finding(relpath, exc)]
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return [_syntax_finding(relpath, exc if isinstance(exc, SyntaxError) else ValueError(str(exc) or type(exc).__name__))]
-    return select(raw_findings(ctx, fams), ctx)
+    found = raw_findings(ctx, fams)
+    if isinstance(ctx, PyContext):
+        found = guard(found, ctx.text, ctx.imports, lambda node: ctx.position_of(node).start.line)
+    return select(found, ctx)
 
 
 # -- fixing ---------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from .pyimports import ImportIndex, dotted
+from .pyimports import ImportIndex, _handler_catches_import_error, _probe_call, dotted
 
 
 def referenced_names(text: str) -> set[str]:
@@ -33,20 +33,111 @@ def referenced_names(text: str) -> set[str]:
     return used
 
 
+def loaded_names(text: str) -> set[str]:
+    """Names the module reads (not those it only assigns), ``global`` names and ``__all__`` strings."""
+    tree = ast.parse(text)
+    loaded: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
+            loaded.add(node.id)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            loaded.add(node.target.id)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            loaded.update(node.names)
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__"
+                                                  for t in node.targets):
+            if isinstance(node.value, (ast.List, ast.Tuple)):
+                loaded.update(e.value for e in node.value.elts
+                              if isinstance(e, ast.Constant) and isinstance(e.value, str))
+    return loaded
+
+
 def _matches(target: str, removable: Sequence[str]) -> bool:
     return any(target == r or target.startswith(r + ".") for r in removable)
 
 
+def _inert(stmt: cst.CSTNode) -> bool:
+    """A statement that cannot raise: `pass` or `NAME = <literal>`."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for small in stmt.body:
+        if isinstance(small, cst.Pass):
+            continue
+        if isinstance(small, cst.Assign) and all(isinstance(t.target, cst.Name) for t in small.targets) and (
+            isinstance(small.value, (cst.Integer, cst.Float, cst.SimpleString))
+            or (isinstance(small.value, cst.Name) and small.value.value in {"True", "False", "None"})
+        ):
+            continue
+        return False
+    return True
+
+
+def _import_count(body: Sequence[cst.CSTNode]) -> int:
+    return sum(isinstance(small, (cst.Import, cst.ImportFrom)) for stmt in body
+               if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body)
+
+
+def _bound(body: Sequence[cst.CSTNode]) -> set[str]:
+    """Names a block binds at its own level (assignments, defs, classes, imports)."""
+    names: set[str] = set()
+    for stmt in body:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            names.add(stmt.name.value)
+        elif isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Assign):
+                    for t in small.targets:
+                        if isinstance(t.target, cst.Name):
+                            names.add(t.target.value)
+                elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                    for alias in small.names:
+                        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                            names.add(alias.asname.name.value)
+                        else:
+                            names.add((dotted(alias.name) or "").split(".")[0])
+        elif isinstance(stmt, (cst.If, cst.Try)):
+            names |= _bound(stmt.body.body)
+    return names
+
+
 class _Remover(cst.CSTTransformer):
-    def __init__(self, removable: Sequence[str], used: set[str]) -> None:
+    def __init__(self, removable: Sequence[str], used: set[str], loads: set[str] | None = None,
+                 aliases: dict[str, str] | None = None) -> None:
         super().__init__()
         self.removable = removable
         self.used = used
         # removed statements whose leading lines hold comments: the comments move to the next statement
         self._comments: dict[int, Sequence[cst.EmptyLine]] = {}
+        self.loads = loads if loads is not None else used
+        # module-level `X = Y` rebindings whose value goes through a removable import: X -> root of Y
+        self.aliases = aliases or {}
+
+    def leave_Try(self, original: cst.Try, updated: cst.Try) -> cst.BaseStatement | cst.FlattenSentinel | cst.RemovalSentinel:
+        """A gate whose imports were all removed cannot fail any more: keep what its body does
+        (literal flags), drop the handlers, unless they bind a name the module still reads."""
+        before = _import_count(original.body.body)
+        if before == 0 or _import_count(updated.body.body) != 0 or updated.finalbody is not None:
+            return updated
+        if not all(_handler_catches_import_error(h) for h in updated.handlers):
+            return updated
+        body = [s for s in updated.body.body if not _only_pass(s)]
+        if not all(_inert(s) for s in body):
+            return updated
+        if updated.orelse is not None:
+            return updated
+        only_handler = set()
+        for h in updated.handlers:
+            only_handler |= _bound(h.body.body)
+        only_handler -= _bound(body)
+        if only_handler & self.loads:
+            return updated
+        if not body:
+            return cst.RemoveFromParent()
+        body[0] = body[0].with_changes(leading_lines=list(updated.leading_lines) + list(body[0].leading_lines))
+        return cst.FlattenSentinel(body)
 
     def _dead(self, local: str, target: str) -> bool:
-        return _matches(target, self.removable) and local not in self.used
+        return _matches(target, self.removable) and local not in self.loads
 
     def leave_Import(self, original: cst.Import, updated: cst.Import) -> cst.Import | cst.RemovalSentinel:
         keep = []
@@ -76,6 +167,28 @@ class _Remover(cst.CSTTransformer):
                 keep.append(alias)
         return _rebuild(updated, keep)
 
+    def leave_If(self, original: cst.If, updated: cst.If) -> cst.BaseStatement | cst.FlattenSentinel | cst.RemovalSentinel:
+        """``if is_x_available(): <imports>`` whose imports were all removed: the probe has no effect
+        any more; keep the inert rest of its body, drop the no-package branch unless it binds a
+        name the module still reads."""
+        if _import_count(original.body.body) == 0 or _import_count(updated.body.body) != 0:
+            return updated
+        if not _probe_call(updated.test):
+            return updated
+        body = [s for s in updated.body.body if not _only_pass(s)]
+        if not all(_inert(s) for s in body):
+            return updated
+        orelse = updated.orelse
+        if orelse is not None:
+            if isinstance(orelse, cst.If):
+                return updated
+            if _bound(orelse.body.body) - _bound(body) & self.loads:
+                return updated
+        if not body:
+            return cst.RemoveFromParent()
+        body[0] = body[0].with_changes(leading_lines=list(updated.leading_lines) + list(body[0].leading_lines))
+        return cst.FlattenSentinel(body)
+
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
     ) -> cst.SimpleStatementLine | cst.RemovalSentinel:
@@ -83,6 +196,12 @@ class _Remover(cst.CSTTransformer):
             if any(ln.comment is not None for ln in original.leading_lines):
                 self._comments[id(original)] = original.leading_lines
             return cst.RemoveFromParent()
+        if len(updated.body) == 1 and isinstance(updated.body[0], cst.Assign):
+            small = updated.body[0]
+            if len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                name = small.targets[0].target.value
+                if name in self.aliases and name not in self.loads:
+                    return cst.RemoveFromParent()  # `attn = flash_attn_func`, no longer read
         return updated
 
     def _keep_comments(self, before: Sequence[cst.BaseStatement], after: list[cst.BaseStatement]) -> \
@@ -177,14 +296,53 @@ def _insert_at(module: cst.Module) -> int:
     return pos
 
 
+def _only_pass(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, cst.Pass) for s in stmt.body)
+
+
+def _dead_aliases(module: cst.Module, removable: Sequence[str]) -> dict[str, str]:
+    """Module-level ``X = Y`` rebindings (also inside gates) whose value goes through an import
+    of a removable target."""
+    index = ImportIndex(module)
+    out = {}
+    for name, rb in index.rebinds.items():
+        if any(_matches(t, removable) for t in index.import_targets(rb.via)):
+            out[name] = rb.via
+    return out
+
+
+# side-effect-free standard modules a folded gate's handler typically used (`logging.error(...)`)
+_PLAIN_STDLIB = ("logging", "warnings", "sys", "os", "inspect", "traceback")
+
+
+def _remove_dead(module: cst.Module, removable: tuple[str, ...]) -> cst.Module:
+    before = loaded_names(module.code)
+    for _ in range(3):  # an alias removed frees the import it went through
+        text = module.code
+        aliases = _dead_aliases(module, removable)
+        new = module.visit(_Remover(removable, referenced_names(text), loaded_names(text), aliases))
+        if new.code == text:
+            break
+        module = new
+    # a folded gate's handler was the last reader of `import logging`: that import goes too
+    text = module.code
+    after = loaded_names(text)
+    index = ImportIndex(module)
+    freed = tuple(b.target for b in index.statements
+                  if b.toplevel and not b.gated and b.local in before - after and b.target in _PLAIN_STDLIB
+                  and isinstance(b.statement, cst.Import))
+    if freed:
+        module = module.visit(_Remover(freed, referenced_names(text), after, {}))
+    return module
+
+
 def fix_imports(text: str, add: Sequence[str], remove: Sequence[str]) -> str:
     """Return ``text`` with the ``add`` statements present and dead ``remove`` imports gone."""
     if not add and not remove:
         return text
     module = cst.parse_module(text)
     if remove:
-        used = referenced_names(text)
-        module = module.visit(_Remover(tuple(remove), used))
+        module = _remove_dead(module, tuple(remove))
     if add:
         index = ImportIndex(module)
         new_lines = []

@@ -247,6 +247,8 @@ def test_rules_and_rule_docs() -> None:
 
 def test_markdown_report(tmp_path: Path) -> None:
     root = make_tree(tmp_path)
+    # a use of the flash_attn import keeps it (an unused one is removed by a safe fix) and the file needs work
+    (root / "pkg" / "model.py").write_text(SAMPLE + "rot = fa.layers.rotary\n", encoding="utf-8")
     out = tmp_path / "AUDIT.md"
     proc = run_porter("audit", "--format", "markdown", "-o", str(out), "--no-cache", str(root))
     assert proc.returncode == 0
@@ -263,7 +265,8 @@ def test_other_formats(tmp_path: Path, fmt: str) -> None:
 
 
 def test_annotate_flags_sites_once(tmp_path: Path) -> None:
-    (tmp_path / "m.py").write_text(SAMPLE + "dyn = AutoModelForCausalLM.from_pretrained('x', use_flash_attention_2=flag)\n")
+    (tmp_path / "m.py").write_text(SAMPLE + "dyn = AutoModelForCausalLM.from_pretrained('x', use_flash_attention_2=flag)\n"
+                                   "rot = fa.layers.rotary\n")  # a used import stays, flagged
     assert run_porter("apply", "--annotate", "--no-cache", str(tmp_path)).returncode == 0
     text = (tmp_path / "m.py").read_text()
     assert "# porter: PRT011 " in text and "# porter: PRT031 " in text

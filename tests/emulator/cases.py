@@ -33,10 +33,14 @@ class Case:
     unsafe: bool = False  # apply porter's UNSAFE fixes too
     strategy: str = "logical"  # porter's [tool.porter.warp_size] strategy
     ref: str = "orig"  # "orig"; "patched" when the original does not compile under CUDA; "error" when
-    #                    the original is itself undefined under CUDA (the emulator must say so)
+    #                    the original is itself undefined under CUDA (the emulator must say so); "intended"
+    #                    when the original is wrong under CUDA too: `intended` (same harness) is the reference
+    intended: Path | None = None  # with ref="intended": the code the original's author meant
     patched: str = "equal"  # "equal", "manual" (porter reports it without a fix), "compile-error"
     manual_outputs: tuple[str, ...] = ()  # with "manual": the only outputs allowed to differ
-    manual_codes: tuple[str, ...] = ()  # with "manual": the findings (without an applied fix) that explain it
+    manual_codes: tuple[str, ...] = ()  # with "manual"/"compile-error": the findings (without an applied fix)
+    #                                     that explain it, as CODE or CODE@LINE (the site of the original)
+    info_codes: tuple[str, ...] = ()  # findings porter must report as informational (no hazard) here
     why: str = ""
     xfail: str = ""  # an issue-13 item that makes the patched wave64 check fail today
     xfail_patch: str = ""  # an issue-13 item that makes every patched check fail today (the patch breaks)
@@ -58,12 +62,8 @@ def _own(stem: str, **kw) -> Case:
                 **kw)
 
 
-ITEM1 = "issue 13 item 1: width 32 pinned where the warp constant is 64 on AMD"
-ITEM1_ANY = "issue 13 item 1: legacy __any in a USE_ROCM branch halved to porter_any32"
-ITEM3 = ("issue 13 item 3: #if branches are not evaluated: porter reports the CUDA-only #else code and the "
-         "human-written 64-lane HIP code, which the emulator shows to be right on wave64")
-ITEM2 = ("issue 13 item 2: `warpSize` rewritten by text: a local declared in a macro body and a parameter "
-         "become `int 32`, so the patched file does not compile, on CUDA either")
+PORTED = ("already ported by hand (issue 13 items 1 and 3): porter reports nothing and patches nothing, so the "
+          "HIP build runs the human 64-lane branch, which equals CUDA on wave64")
 RDNA = "the project's HIP branch assumes 64 lanes on every AMD GPU, so it is wrong on wave32 before porter's patch"
 
 CASES: tuple[Case, ...] = (
@@ -85,19 +85,25 @@ CASES: tuple[Case, ...] = (
         "not compile under CUDA either; the patched CUDA build is the reference"),
     _fx("h12_wavefront_macro", patched="manual", manual_outputs=("x",), manual_codes=("PRT512",), value_hazard=True,
         why="`__AMDGCN_WAVEFRONT_SIZE == 64` picks 64 on CDNA (PRT512, no automatic fix)"),
-    _fx("h14_volatile_tree", hazard_visible=False, why="implicit lockstep is not modelled: lanes run one at a time between "
-        "collectives, identically in both modes, so this shows nothing about H14 (PRT514, no fix)"),
+    _fx("h14_volatile_tree", info_codes=("PRT514",), why="PRT514 is informational under the logical strategy: "
+        "the `tid < 32` tree runs in lanes 0..31, one wavefront on wave64 and wave32, so it is as right on AMD as "
+        "on CUDA (its implicit lockstep is a CUDA-side matter, undefined from Volta on). The emulator does not "
+        "model lockstep (lanes run one at a time between collectives, identically in every mode), so the "
+        "equal runs show only that nothing else in the file differs"),
     _fx("h15_alias_macro", patched="compile-error", manual_codes=("PRT515",), why="SHFL_DOWN is an alias of the intrinsic under "
         "__HIP_PLATFORM_HCC__, which ROCm 6 no longer defines: the CUDA spelling with its 32-bit mask "
         "reaches HIP (PRT515 reported, not patched)"),
-    _fx("h15_legacy_mask", hazard_visible=False, why="the file is the buggy HIP branch alone; emulator/legacy_mask_branch checks "
-        "the UNSAFE fix against the CUDA branch"),
+    _fx("h15_legacy_mask", hazard_visible=False, why="the file is the buggy HIP branch alone; "
+        "emulator/legacy_mask_shared checks the UNSAFE fix against the intended code"),
     _fx("h16_syncwarp"),
     _fx("h17_divergence", ref="error", why="the kernel is divergent under CUDA itself (PRT517, no fix): lanes "
         "4..31 leave the second reduction's full-mask shuffles; the emulator reports the deadlock under CUDA and "
         "the read of an exited lane under HIP"),
     _fx("h19_launch_bounds"),
     _fx("header_guard"),
+    _fx("ported_hip_branches", hip32_broken=RDNA, why="an already-ported header (per-target shuffles, "
+        "`WARP_THREADS` 64 in the HIP branch): porter reports and patches nothing; the HIP branch equals CUDA on "
+        "wave64 wherever the result does not depend on the warp width by design"),
     _fx("suppressed", patched="compile-error", why="the user suppressed PRT501 on one shuffle: its 32-bit "
         "mask stays and ROCm >= 6.3 rejects it"),
     _fx("trap_alignment_banks"),
@@ -107,24 +113,36 @@ CASES: tuple[Case, ...] = (
     _fx("trap_subwarp"),
     _fx("trap_tiles"),
     Case(id="tests/kernels/warp_hazards", kernel=REPO / "tests" / "kernels" / "warp_hazards.cu",
-         harness=HERE / "harness" / "warp_hazards.cpp", unsafe=True, patched="manual", manual_outputs=("misc",),
-         manual_codes=("PRT512",), why="case `misc` adds WAVE_IS_64 from `__AMDGCN_WAVEFRONT_SIZE == 64` "
-         "(PRT512, no automatic fix); UNSAFE fixes applied (PRT515 in the HIP branch's SHFL_DOWN)"),
+         harness=HERE / "harness" / "warp_hazards.cpp", unsafe=True, patched="compile-error",
+         manual_codes=("PRT511@15",), why="the file's own HIP branch defines `WARP_SIZE` as `warpSize`, which is "
+         "not a constant from ROCm 7 (array bound `1024 / WARP_SIZE`, template argument `reduce_w<WARP_SIZE>`): "
+         "human HIP code, reported (PRT511, with PRT515 for its SHFL_DOWN), not rewritten, so HIP does not "
+         "compile it before or after the patch; case `misc` also reads `__AMDGCN_WAVEFRONT_SIZE` (PRT512)"),
     Case(id="examples/legacy-gpt/fused_softmax", kernel=REPO / "examples" / "legacy-gpt" / "kernels" / "fused_softmax.cu",
          companions=(REPO / "examples" / "legacy-gpt" / "kernels" / "fused_softmax.cuh",),
          harness=HERE / "harness" / "fused_softmax.cpp", value_hazard=True),
     _own("warpsize_loop", value_hazard=True),
-    _own("legacy_mask_branch", unsafe=True, value_hazard=True),
+    _own("legacy_mask_branch", unsafe=True, value_hazard=True, patched="manual", manual_outputs=("sums",),
+         manual_codes=("PRT515@4",), why="the mask-taking legacy call is in the file's own HIP branch: human HIP "
+         "code is reported (PRT515, no fix), not rewritten, so the HIP build still shuffles the mask constant"),
+    _own("legacy_mask_shared", unsafe=True, value_hazard=True, ref="intended",
+         intended=HERE / "kernels" / "legacy_mask_intended.cu", why="both targets compile the mask-taking legacy "
+         "calls (a macro and a plain call), wrong on CUDA too: porter's UNSAFE fix (PRT515) is compared with the "
+         "intended code"),
     _own("physical_block_stats", strategy="physical", unsafe=True, value_hazard=True, patched="manual",
          manual_outputs=("shared_sums", "shared_positives"), manual_codes=("PRT506",),
          why="physical strategy: lane/warp ids, loop start, shuffle width, ballot type and popc follow the "
          "wavefront; `blockDim.x / 32` in device code (PRT506, no fix) still counts 32-lane warps, so the "
          "kernel that sums per-warp shared slots over it is wrong on wave64 (mixed idiom)"),
-    _own("item2_named_warpsize", xfail_patch=ITEM2),
-    _own("item1_project_macro", xfail=ITEM1, hip32_broken=RDNA, xfail_unpatched=ITEM3),
-    _own("item1_c10_warp_size", libs=(HERE / "kernels" / "include" / "c10_warp_stub.h",), xfail=ITEM1),
-    _own("item1_constexpr_warp", xfail=ITEM1, hip32_broken=RDNA, xfail_unpatched=ITEM3),
-    _own("item1_legacy_any", xfail=ITEM1_ANY, hip32_broken=RDNA, xfail_unpatched=ITEM3),
+    _own("item2_named_warpsize", why="issue 13 item 2: only the builtin `warpSize` is rewritten; the local "
+         "declared in a macro body and the parameter named `warpSize` stay"),
+    _own("item1_project_macro", hip32_broken=RDNA, why=PORTED),
+    _own("item1_c10_warp_size", libs=(HERE / "kernels" / "include" / "c10_warp_stub.h",), patched="compile-error",
+         manual_codes=("PRT501@5",), why="issue 13 item 1: the loop starts at `C10_WARP_SIZE / 2` (32 on gfx9 "
+         "under ROCm): no 32-lane pin; the 32-bit mask is reported (PRT501, not patched), so ROCm >= 6.3 rejects "
+         "it until a person picks the strategy"),
+    _own("item1_constexpr_warp", hip32_broken=RDNA, why=PORTED),
+    _own("item1_legacy_any", hip32_broken=RDNA, why=PORTED),
 )
 
 # Fixtures the emulator cannot run, and why (everything else in tests/fixtures/warp_size has a case).
@@ -133,6 +151,10 @@ NOT_RUN = {
     "h18_ptx": "inline PTX",
     "trap_mma": "WMMA fragments",
     "h20_python": "Python-side (report only)",
+    "arch_warp_constant": "`head` shuffles under `lane == 0` (divergent under CUDA itself, PRT517) and `warp_sum` "
+                          "keeps its 32-bit mask where the project's WARP_SIZE is 64 on HIP (PRT501 reported, not "
+                          "patched): no defined CUDA result, and HIP rejects the mask; emulator/item1_c10_warp_size "
+                          "runs the same no-pin shape",
 }
 
 RUNS = ("orig@cuda32", "patched@cuda32", "hip-patched@hip64", "hip-patched@hip32", "hip-patched@hip64-legacy",
@@ -159,7 +181,8 @@ class Result:
 
     @property
     def ref(self) -> Outcome:
-        return self.outcomes["patched@cuda32" if self.case.ref == "patched" else "orig@cuda32"]
+        return self.outcomes[{"patched": "patched@cuda32", "intended": "intended@cuda32"}.get(self.case.ref,
+                                                                                             "orig@cuda32")]
 
     @property
     def hazards(self) -> list:
@@ -189,6 +212,11 @@ class Result:
     @property
     def unfixed_codes(self) -> list[str]:
         return sorted({f.code for f in self.findings if not self.applied(f)})
+
+    @property
+    def unfixed_sites(self) -> set[str]:
+        """CODE and CODE@LINE of every finding the patch leaves without an edit (lines of the original)."""
+        return {s for f in self.findings if not self.applied(f) for s in (f.code, f"{f.code}@{f.line}")}
 
 
 def _rel(path: Path) -> str:
@@ -231,6 +259,10 @@ def results() -> dict[str, Result]:
         for run in runs_for(case, out[case.id].patched_text):
             variant, mode = run.split("@")
             jobs[(case.id, run)] = (variants[variant], case.harness, mode, SEEDS)
+        if case.ref == "intended":
+            assert case.intended is not None, case.id
+            jobs[(case.id, "intended@cuda32")] = (Source(_rel(case.intended), case.intended.read_text()),
+                                                  case.harness, "cuda32", SEEDS)
     done = driver.run_all(jobs)
     for (cid, run), outcome in done.items():
         out[cid].outcomes[run] = outcome

@@ -245,7 +245,8 @@ def test_series_equals_porter_apply_with_the_same_settings(tmp_path: Path) -> No
     by_series = fresh_copy(project, tmp_path / "series" / project.name)
     git_apply_series(by_series, patches_in(out))
     by_apply = fresh_copy(project, tmp_path / "apply" / project.name)
-    proc = run_porter("apply", "--unsafe-fixes", "--config", 'target-torch="2.5"', ".", cwd=by_apply)
+    proc = run_porter("apply", "--unsafe-fixes", "--config", 'target-torch="2.5"', "--emit-parity",
+                      "tests/porter_parity", ".", cwd=by_apply)
     assert proc.returncode == 0, proc.stderr.decode()
     assert tree_files(by_series) == tree_files(by_apply)
     assert "torch.nn.RMSNorm(" in (by_series / "model.py").read_text(encoding="utf-8")

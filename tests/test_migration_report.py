@@ -55,9 +55,28 @@ def test_mermaid_charts() -> None:
 
 
 def test_later_pass_patches_are_named_after_what_they_do() -> None:
+    """A family that runs again on what later families changed gets a patch named after its rules."""
+    from porter import registry
+    from porter.config import Settings
+    from porter.engine import Stage
+    from porter.findings import Finding
+    from porter.framework import RepoFacts
+    from porter.runner import FileResult, RunResult
+    from porter.textio import decode
+
+    registry.check_loaded()
     names = sorted(p.name for p in COMMITTED.glob("[0-9][0-9][0-9][0-9]-*.patch"))
     assert names and not any(re.search(r"-\d+\.patch$", n) for n in names), names
-    later = [n for n in names if n.startswith("0008-")]
-    assert later == ["0008-dependencies-cuda-wheel-index.patch"]
-    subject = (COMMITTED / later[0]).read_text(encoding="utf-8").splitlines()[3]
-    assert "pass 2: cuda-wheel-index" in subject
+    text = "torch==2.1.0\n"
+    fr = FileResult("requirements.txt", "requirements", decoded=decode(text.encode(), python=False))
+    fr.stages = [
+        Stage("dependencies", 0, text, "torch>=2.5\n", [Finding(code="PRT801", message="pin", path=fr.relpath)]),
+        Stage("dependencies", 1, "torch>=2.5\n", "--index-url x\ntorch>=2.5\n",
+              [Finding(code="PRT800", message="index", path=fr.relpath)]),
+    ]
+    series = RunResult(Path("."), [fr], [], Settings(), RepoFacts()).series()
+    files = series.file_names()
+    assert files[0] == "0001-dependencies.patch"
+    assert files[1].startswith("0002-dependencies-") and not re.search(r"-\d+\.patch$", files[1]), files
+    rule = registry.rules()["PRT800"].name
+    assert rule in files[1] and f"pass 2: {rule}" in series.nonempty()[1].title

@@ -201,3 +201,22 @@ def test_sites_in_files_with_other_line_ends(tmp_path: Path, newline: str) -> No
     assert proc.returncode == 0, proc.stderr.decode()
     result = run_parity(tree)
     assert result.returncode == 0 and "1 passed" in result.stdout, result.stdout + result.stderr
+
+
+def test_every_rewritten_site_gets_a_test_even_without_a_model(tmp_path: Path) -> None:
+    """A rewrite porter has no parity model for is a skipped test with its reason, never silently absent."""
+    tree = tmp_path / "repo"
+    tree.mkdir()
+    (tree / "ddp.py").write_text(textwrap.dedent('''
+        from apex.parallel import DistributedDataParallel as DDP
+
+
+        def wrap(model):
+            return DDP(model)
+    ''').lstrip())
+    proc = run_porter("apply", str(tree), "--emit-parity", "tests/porter_parity")
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "apex" not in (tree / "ddp.py").read_text()
+    result = run_parity(tree)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 skipped" in result.stdout and "no parity model for PRT340" in result.stdout, result.stdout

@@ -10,6 +10,7 @@ by hand and check that the same comparison rejects them, so the suite can fail.
 
 from __future__ import annotations
 
+import datetime
 import os
 import tempfile
 from collections.abc import Callable, Sequence
@@ -494,7 +495,9 @@ def test_clip_grad_norm_matches_apex() -> None:
 def _ddp_worker(rank: int, world: int, init_file: str, out_dir: str, ported_src: str) -> None:
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    # a bounded rendezvous: a rank that never arrives fails the test instead of hanging it
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=120))
     try:
         torch.manual_seed(0)
         model = torch.nn.Linear(3, 2)
@@ -522,8 +525,9 @@ def test_trap19_ddp_gradient_average() -> None:
     assert f.fix == Applicability.NONE and "SUMS" in f.message
     with tempfile.TemporaryDirectory() as tmp:
         init_file = os.path.join(tmp, "init")
+        # spawn, not fork: under pytest-xdist the worker has threads, and a forked child can deadlock
         torch.multiprocessing.start_processes(_ddp_worker, args=(2, init_file, tmp, ported), nprocs=2,
-                                              start_method="fork")
+                                              start_method="spawn")
         res = [torch.load(os.path.join(tmp, f"rank{r}.pt")) for r in range(2)]
     local = [r["local"] for r in res]
     for r in res:

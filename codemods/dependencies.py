@@ -141,10 +141,12 @@ RULES = (
          "requirements file without an index line does not say which build it wants."),
     rule("PRT809", "bitsandbytes-rocm-pin", NAME,
          "bitsandbytes stays: versions 0.50 and later support ROCm, so pin `bitsandbytes>=0.50`.",
-         Category.SHIM, severity=Severity.WARNING, fix=SAFE, effort_hours=0.1,
+         Category.SHIM, severity=Severity.WARNING, fix=UNSAFE, effort_hours=0.1,
          explanation="bitsandbytes 0.50 supports AMD GPUs for LLM.int8, 8-bit optimizers and 4-bit "
-         "QLoRA. When the requirement has no version porter adds `>=0.50` (SAFE); a pin that excludes "
-         "0.50 is reported."),
+         "QLoRA. When the requirement has no version porter adds `>=0.50` as an UNSAFE fix: 0.50 itself "
+         "needs torch >= 2.4 and Python >= 3.10, so on a repository that pins an older torch or admits an "
+         "older Python the raised floor makes the environment unresolvable; check the other pins first. "
+         "A pin that excludes 0.50 is reported."),
     rule("PRT810", "conda-cuda-package", NAME,
          "A conda environment installs CUDA packages (`pytorch-cuda`, `cudatoolkit`, the `nvidia` channel).",
          Category.REPLACE, severity=Severity.WARNING, effort_hours=0.5,
@@ -385,8 +387,11 @@ def _bitsandbytes(req: Requirement, raw: str, dist: str, still: list[str]) -> li
     if not str(spec) and not req.url:
         new = _with_specifier(raw, req, ">=0.50")
         if new is not None:
-            return [Action("PRT809", "bitsandbytes supports ROCm from 0.50: pinned bitsandbytes>=0.50",
-                           SAFE, "replace", new)]
+            # unsafe: bitsandbytes 0.50 itself needs torch >= 2.4 and Python >= 3.10, which the
+            # repository's other pins may exclude (then pip can no longer resolve the environment)
+            return [Action("PRT809", "bitsandbytes supports ROCm from 0.50: pinned bitsandbytes>=0.50 (unsafe: "
+                           "0.50 needs torch >= 2.4 and Python >= 3.10; check the other pins admit them)",
+                           UNSAFE, "replace", new)]
     if req.url:
         return [Action("PRT809", "bitsandbytes from a URL: make sure it is 0.50 or later (ROCm support)")]
     if not any(spec.contains(v, prereleases=True) for v in ("0.50.0", "0.51.0", "1.0.0")):

@@ -97,6 +97,7 @@ SETTING_VERSIONS: Mapping[str, tuple[str, ...]] = {
 # raising transformers past a pinned tokenizers would leave an environment pip cannot resolve.
 DIST_NEEDS: Mapping[str, tuple[str, ...]] = {
     "torchao": ("torch>=2.5",),
+    "bitsandbytes>=0.50": ("torch>=2.4",),
     "transformers>=4.51": ("tokenizers>=0.21", "huggingface-hub>=0.30"),
 }
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from porter.findings import Applicability
 from porter.framework import RepoFacts
 from porter.manifests import requirement_lines
 from porter.testing import codes, findings, fixed, settings_for
@@ -85,12 +86,13 @@ def test_indirect_loaders_keep_the_package() -> None:
 
 def test_bitsandbytes_dropped_only_after_a_quantization_port() -> None:
     text = "bitsandbytes\nnumpy\n"
-    # no port applied: KEEP + pin (bitsandbytes >= 0.50 supports ROCm)
-    assert fixed(text, "requirements.txt", family=FAM, facts=facts()) == "bitsandbytes>=0.50\nnumpy\n"
+    # no port applied: KEEP, and (unsafe: 0.50 needs torch >= 2.4) pin bitsandbytes >= 0.50 for ROCm
+    assert fixed(text, "requirements.txt", family=FAM, facts=facts()) == text
+    assert fixed(text, "requirements.txt", family=FAM, facts=facts(), unsafe=True) == "bitsandbytes>=0.50\nnumpy\n"
     assert fixed(text, "requirements.txt", family=FAM, facts=facts(applied=("PRT401",))) == "numpy\n"
     # transformers' BitsAndBytesConfig loads it without an import in the repo
     hf = facts(IMPORTS | {"transformers"}, applied=("PRT401",))
-    assert fixed(text, "requirements.txt", family=FAM, facts=hf) == "bitsandbytes>=0.50\nnumpy\n"
+    assert fixed(text, "requirements.txt", family=FAM, facts=hf, unsafe=True) == "bitsandbytes>=0.50\nnumpy\n"
 
 
 def test_torchao_added_only_after_torchao_rewrite() -> None:
@@ -133,8 +135,13 @@ def test_cupy_mapped_only_where_a_rocm_wheel_exists() -> None:
 
 
 def test_bitsandbytes_pins() -> None:
-    assert fixed("bitsandbytes\n", "requirements.txt", family=FAM) == "bitsandbytes>=0.50\n"
-    assert fixed("bitsandbytes[test]\n", "requirements.txt", family=FAM) == "bitsandbytes[test]>=0.50\n"
+    # the floor is an unsafe fix: bitsandbytes 0.50 needs torch >= 2.4 and Python >= 3.10, which a repository
+    # pinning torch==2.1 cannot install (a real repository's environment became unresolvable)
+    assert fixed("bitsandbytes\n", "requirements.txt", family=FAM) == "bitsandbytes\n"
+    (f,) = findings("bitsandbytes\n", "requirements.txt", family=FAM)
+    assert f.fix == Applicability.UNSAFE and "torch >= 2.4" in f.message
+    assert fixed("bitsandbytes\n", "requirements.txt", family=FAM, unsafe=True) == "bitsandbytes>=0.50\n"
+    assert fixed("bitsandbytes[test]\n", "requirements.txt", family=FAM, unsafe=True) == "bitsandbytes[test]>=0.50\n"
     old = "bitsandbytes==0.41.1\n"
     assert fixed(old, "requirements.txt", family=FAM) == old
     assert "excludes 0.50" in findings(old, "requirements.txt", family=FAM)[0].message

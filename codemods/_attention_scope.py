@@ -31,6 +31,7 @@ class Scope:
     views: dict[str, list[int]] = field(default_factory=dict)  # name -> offsets of name.view(
     returned: set[str] = field(default_factory=set)
     names: dict[str, int] = field(default_factory=dict)  # name -> occurrences (stores included)
+    params: set[str] = field(default_factory=set)  # the function's parameters (values from the caller)
 
     def last_assignment(self, name: str, before: int) -> Assignment | None:
         best = None
@@ -121,6 +122,12 @@ def collect(root: cst.CSTNode, span: Span) -> Scope:
     """Facts of ``root`` (a FunctionDef or the Module)."""
     c = _Collector(root, span)
     if isinstance(root, cst.FunctionDef):
+        p = root.params
+        for param in (*p.posonly_params, *p.params, *p.kwonly_params):
+            c.scope.params.add(param.name.value)
+        for star in (p.star_arg, p.star_kwarg):
+            if isinstance(star, cst.Param):
+                c.scope.params.add(star.name.value)
         root.body.visit(c)
     else:
         root.visit(c)

@@ -1048,6 +1048,16 @@ class AttentionVisitor(PyVisitor):
         if isinstance(bias, cst.Name):
             scope = self._scope()
             assign = scope.last_assignment(bias.value, pos)
+            reaching = [a for a in scope.assigns.get(bias.value, ()) if a.start < pos]
+            mixed = len(reaching) > 1 or (reaching and bias.value in scope.params)
+            if mixed and all(not self._mentions_xformers(a.value) and self._tensor_evident(a.value) for a in reaching):
+                mixed = False  # every value the call can see is a tensor (`bias = bias.to(q.dtype)`)
+            if mixed:
+                # the last assignment above the call need not be the value that reaches it (`if
+                # is_causal: attn_mask = LowerTriangularMask()` over a tensor parameter)
+                raise _Blocked(f"attn_bias `{bias.value}` can reach the call from "
+                               f"{len(reaching) + (bias.value in scope.params)} places (a parameter, branches): "
+                               "porter cannot tell whether it is a tensor or an xformers bias object there")
             if assign is None:
                 raise _Blocked(f"attn_bias `{bias.value}` comes from outside this function: porter cannot tell "
                                "whether it is a tensor or an xformers bias object")

@@ -486,11 +486,35 @@ class DeviceAuditVisitor(PyVisitor):
             if qual in AMP_DEPRECATED and AMP_DEPRECATED[qual][0] in {"custom_fwd", "custom_bwd"}:
                 new = AMP_DEPRECATED[qual][0]
                 self._mark(dec)
+                blocked = self._amp_blocked(f"torch.amp.{new}")
+                if blocked:
+                    self.report(dec, "PRT049", f"{qual} is deprecated; torch.amp.{new}(device_type=\"cuda\") is "
+                                "the same" + blocked, fix=Applicability.NONE)
+                    return
                 prefix, adds = self._amp_prefix()
                 self.report(dec, "PRT049", f"{qual} is deprecated; torch.amp.{new}(device_type=\"cuda\") is "
                             "the same", replacement=f'{prefix}.{new}(device_type="cuda")',
                             fix=Applicability.SAFE, fix_title=f"use torch.amp.{new}",
                             add_imports=adds, remove_imports=(qual,))
+
+    def _amp_blocked(self, target: str) -> str:
+        """Why a deprecation rewrite to ``target`` is not applied here ("" when it may be): the new API
+        needs a torch the repository's pins must guarantee. The old spelling works on ROCm, so the
+        rewrite is a clean-up, never worth emitting code an older pinned (or unpinned) torch cannot run."""
+        from packaging.version import Version
+
+        from porter.apis import MIN_VERSIONS, pin_guarantees
+
+        need = next((r for r in MIN_VERSIONS.get(target, ()) if r.startswith("torch>=")), None)
+        if need is None:
+            return ""
+        floor = Version(need.split(">=", 1)[1])
+        pin = self.ctx.facts.pins.get("torch") if self.ctx.facts is not None else None
+        if pin and pin_guarantees(pin, floor):
+            return ""
+        shown = f"torch{pin}" if pin else "no torch version"
+        return (f" (not rewritten: {target} needs torch>={floor} and the repository's pins ({shown}) do not "
+                "guarantee it; the old spelling works on ROCm)")
 
     def _mark(self, func: cst.BaseExpression) -> None:
         self._amp_handled.add(id(func))
@@ -523,6 +547,11 @@ class DeviceAuditVisitor(PyVisitor):
         for name, arg in zip(params, positional, strict=False):
             parts.append(f"{name}={self.code(arg.value)}")
         parts += [f"{a.keyword.value}={self.code(a.value)}" for a in node.args if a.keyword is not None]
+        blocked = self._amp_blocked(target)
+        if blocked:
+            self.report(node, "PRT049", f"{qual} is deprecated; use {target} with device \"cuda\"" + blocked,
+                        fix=Applicability.NONE)
+            return
         prefix, adds = self._amp_prefix()
         if new in {"custom_fwd", "custom_bwd"}:
             args = ", ".join(parts + ['device_type="cuda"'])

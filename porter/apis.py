@@ -202,6 +202,31 @@ def minimum(req: Requirement) -> Version | None:
     return best
 
 
+def pin_guarantees(pin: str, floor: Version) -> bool:
+    """Whether every release a pinned specifier admits is >= ``floor`` (``torch>=2`` admits 2.0,
+    so it does not guarantee 2.5). An empty or unreadable specifier guarantees nothing."""
+    pin = pin.strip()
+    if not pin:
+        return False
+    try:
+        sset = SpecifierSet(pin)
+    except InvalidSpecifier:
+        return False
+    below = []
+    for spec in sset:
+        try:
+            v = Version(spec.version.replace(".*", ""))
+        except InvalidVersion:
+            continue
+        below.append(Version(v.public))
+        below.append(v)
+    for major in range(0, floor.major + 1):
+        for minor in range(0, 40):
+            for micro in (0, 1, 2, 9):
+                below.append(Version(f"{major}.{minor}.{micro}"))
+    return not any(sset.contains(v, prereleases=True) for v in below if v < floor)
+
+
 def pin_admits(pin: str, floor: Version) -> bool:
     """Whether a pinned specifier (``==2.1.1+cu121``, ``<2.3``, ``~=4.37``) admits a release >= floor.
 

@@ -288,7 +288,8 @@ def _gate_context(settings: Settings, facts: RepoFacts | None) -> Any:
     )
 
 
-def _apply_batch(text: str, batch: Sequence[Finding], language: str, newline: str) -> str:
+def _apply_batch(text: str, batch: Sequence[Finding], language: str, newline: str,
+                 exported: frozenset[str] = frozenset()) -> str:
     """The text after ``batch``'s edits and import bookkeeping (raises when it does not parse)."""
     edits = list(dict.fromkeys(e for f in batch for e in f.edits))
     edits = [Edit(e.start, e.end, _normalise_newlines(e.text, newline)) for e in edits]
@@ -296,7 +297,7 @@ def _apply_batch(text: str, batch: Sequence[Finding], language: str, newline: st
     if language == "python":
         adds = [s for f in batch for s in f.add_imports]
         removes = [s for f in batch for s in f.remove_imports]
-        new = fix_imports(new, adds, removes)
+        new = fix_imports(new, adds, removes, exported)
         new = _normalise_newlines(new, newline) if newline != "\n" and "\r\n" not in new else new
         cst.parse_module(new)  # the fixed file must still parse
     return new
@@ -358,6 +359,7 @@ def fix(
     wrap = 0
     order = {f.name: f.order for f in registry.families()}
     gctx = _gate_context(settings, facts) if language == "python" else None
+    exported = frozenset(facts.extra.get("imported_names", ())) if facts is not None else frozenset()
     for _ in range(MAX_ROUNDS):
         candidates = [f for f in findings if fixable(f, settings) and _key(f, text) not in failed]
         if not candidates:
@@ -372,7 +374,7 @@ def fix(
                                   line=batch[0].line, column=batch[0].column))
             continue
         try:
-            new = _apply_batch(text, batch, language, newline)
+            new = _apply_batch(text, batch, language, newline, exported)
         except _PARSE_ERRORS as exc:
             failed.update(_key(f, text) for f in batch)
             errors.append(
@@ -395,7 +397,7 @@ def fix(
                 passing = []
                 for f in batch:
                     try:
-                        alone = _apply_batch(text, [f], language, newline)
+                        alone = _apply_batch(text, [f], language, newline, exported)
                     except _PARSE_ERRORS:
                         withheld[_key(f, text)] = "the fix alone produces invalid code"
                         continue
@@ -413,7 +415,7 @@ def fix(
                     continue
                 batch = passing
                 try:
-                    new = _apply_batch(text, batch, language, newline)
+                    new = _apply_batch(text, batch, language, newline, exported)
                 except _PARSE_ERRORS:
                     failed.update(_key(f, text) for f in batch)
                     continue

@@ -30,7 +30,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .apis import SETTING_KEYS, dists_for_module, minimum, pin_admits, requirements_for
+from .apis import SETTING_KEYS, dists_for_module, minimum, pin_admits, pin_guarantees, requirements_for
 
 _BUILTINS = frozenset(dir(builtins)) | {
     "__file__", "__name__", "__doc__", "__spec__", "__loader__", "__package__", "__builtins__",
@@ -334,6 +334,12 @@ def check(before: str, after: str, g: GateContext, *, requires: Sequence[str] = 
         if floor is None:
             continue
         pin = g.pins.get(dist)
+        if dist == "torch" and pin and pin.strip() and pin_admits(pin, floor) and not pin_guarantees(pin, floor):
+            # `torch>=2` declares support for releases without the API: the repo's own pins would
+            # install a torch the fixed module cannot import
+            return Verdict(False, f"{_what(why)} needs torch>={floor}, but {_where(g)} pins torch{pin}, which "
+                           "also admits older releases (set target-torch, or raise the torch floor, to port "
+                           "against a newer torch)")
         if pin is None or pin_admits(pin, floor):
             if dist != "torch":
                 needs[dist] = f">={floor}"

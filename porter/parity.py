@@ -229,6 +229,8 @@ def _site(fr_path: str, original_text: str, stage: Stage, finding: Finding, inde
     for edit in finding.edits:
         if edit is not main:
             context += _statement_source(tree_before, before, edit.start, edit.end)
+    # named by where it lives in today's code, not by a line number of some intermediate text
+    site["id"] = f"{fr_path}:{scope_name}:{finding.code}:{occurrence + 1}"
     site.update(
         scope=scope_name,
         marker=marker,

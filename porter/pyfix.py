@@ -102,8 +102,11 @@ def _bound(body: Sequence[cst.CSTNode]) -> set[str]:
 
 class _Remover(cst.CSTTransformer):
     def __init__(self, removable: Sequence[str], used: set[str], loads: set[str] | None = None,
-                 aliases: dict[str, str] | None = None) -> None:
+                 aliases: dict[str, str] | None = None, exported: frozenset[str] = frozenset()) -> None:
         super().__init__()
+        # names other modules of the repository import: a gate flag among them is never folded (its
+        # readers elsewhere may still use the package behind it)
+        self.exported = exported
         self.removable = removable
         self.used = used
         # removed statements whose leading lines hold comments: the comments move to the next statement
@@ -128,6 +131,8 @@ class _Remover(cst.CSTTransformer):
         only_handler = set()
         for h in updated.handlers:
             only_handler |= _bound(h.body.body)
+        if (only_handler | _bound(body)) & self.exported:
+            return updated
         only_handler -= _bound(body)
         if only_handler & self.loads:
             return updated
@@ -315,12 +320,12 @@ def _dead_aliases(module: cst.Module, removable: Sequence[str]) -> dict[str, str
 _PLAIN_STDLIB = ("logging", "warnings", "sys", "os", "inspect", "traceback")
 
 
-def _remove_dead(module: cst.Module, removable: tuple[str, ...]) -> cst.Module:
+def _remove_dead(module: cst.Module, removable: tuple[str, ...], exported: frozenset[str] = frozenset()) -> cst.Module:
     before = loaded_names(module.code)
     for _ in range(3):  # an alias removed frees the import it went through
         text = module.code
         aliases = _dead_aliases(module, removable)
-        new = module.visit(_Remover(removable, referenced_names(text), loaded_names(text), aliases))
+        new = module.visit(_Remover(removable, referenced_names(text), loaded_names(text), aliases, exported))
         if new.code == text:
             break
         module = new
@@ -332,17 +337,18 @@ def _remove_dead(module: cst.Module, removable: tuple[str, ...]) -> cst.Module:
                   if b.toplevel and not b.gated and b.local in before - after and b.target in _PLAIN_STDLIB
                   and isinstance(b.statement, cst.Import))
     if freed:
-        module = module.visit(_Remover(freed, referenced_names(text), after, {}))
+        module = module.visit(_Remover(freed, referenced_names(text), after, {}, exported))
     return module
 
 
-def fix_imports(text: str, add: Sequence[str], remove: Sequence[str]) -> str:
-    """Return ``text`` with the ``add`` statements present and dead ``remove`` imports gone."""
+def fix_imports(text: str, add: Sequence[str], remove: Sequence[str], exported: frozenset[str] = frozenset()) -> str:
+    """Return ``text`` with the ``add`` statements present and dead ``remove`` imports gone (a gate
+    whose flag is in ``exported``, the names other modules import, is kept)."""
     if not add and not remove:
         return text
     module = cst.parse_module(text)
     if remove:
-        module = _remove_dead(module, tuple(remove))
+        module = _remove_dead(module, tuple(remove), exported)
     if add:
         index = ImportIndex(module)
         new_lines = []

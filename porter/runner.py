@@ -628,9 +628,11 @@ def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | No
                                 "local_modules": frozenset(local)}
     # cross-file facts come from the whole tree (when known), so a file checked alone gets the
     # same findings as in a full run
-    attention = _attention_facts(root, refs if tree is None else tree)
+    imported: set[str] = set()
+    attention = _attention_facts(root, refs if tree is None else tree, imported)
     if attention is not None:
         extra[attention[0]] = attention[1]
+    extra["imported_names"] = frozenset(imported)
     for fam in registry.families():
         if fam.repo_facts is None or (settings is not None and not _family_selected(fam, settings)):
             continue
@@ -669,8 +671,23 @@ def usable_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _attention_facts(root: Path, refs: Sequence[SourceRef]) -> tuple[str, object] | None:
-    """Where the repo dispatches on Hugging Face's flash-attention string (read, never executed)."""
+_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+\.*[\w.]*[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)", re.M)
+
+
+def imported_names(text: str) -> set[str]:
+    """Names a module imports with ``from X import a, b as c`` (``a``, ``b``): what it takes from others."""
+    out: set[str] = set()
+    for m in _FROM_IMPORT.finditer(text):
+        for part in m.group(1).strip("()").replace("\\\n", " ").split(","):
+            name = part.strip().split(" as ")[0].strip()
+            if name.isidentifier():
+                out.add(name)
+    return out
+
+
+def _attention_facts(root: Path, refs: Sequence[SourceRef], imported: set[str]) -> tuple[str, object] | None:
+    """Where the repo dispatches on Hugging Face's flash-attention string (read, never executed); also
+    fills ``imported`` with the names the tree's modules import from one another."""
     try:
         from .codemods import _hf_attention as hf
     except ImportError:  # pragma: no cover - during development
@@ -684,7 +701,9 @@ def _attention_facts(root: Path, refs: Sequence[SourceRef]) -> tuple[str, object
                 data = read_bounded(root / ref.relpath, 2 * 1024 * 1024)
             except OSError:
                 continue
-            yield ref.relpath, data.decode("utf-8", "replace")
+            text = data.decode("utf-8", "replace")
+            imported.update(imported_names(text))
+            yield ref.relpath, text
 
     return hf.FACTS_KEY, hf.collect(texts())
 
@@ -832,7 +851,7 @@ def run(
         key = hashlib.blake2b(
             (settings.fingerprint() + repr(sorted(facts.pins.items()))
              + repr(sorted((k, sorted(v.items())) for k, v in facts.scopes.items()))
-             + repr(_stable({k: v for k, v in facts.extra.items() if k not in ("existing_files", "local_modules")}))
+             + repr(_stable({k: v for k, v in facts.extra.items() if k not in ("existing_files", "local_modules", "imported_names")}))
              ).encode(), digest_size=8
         ).hexdigest()
         cache = Cache(root, key, Path(settings.cache_dir) if settings.cache_dir else None)

@@ -456,3 +456,42 @@ def test_every_family_keeps_a_fallback_binding(family: str, src: str, call: str)
     # without the package the fallback is what the code runs
     assert call in fixed(src, family=family, unsafe=True)
     assert any("fallback binding" in f.message for f in findings(src, family=family))
+
+
+def test_a_gate_flag_other_modules_import_is_not_folded(tmp_path) -> None:
+    """A real repository's `XFORMERS_IS_AVAILABLE = True` (folded) made another module, which imports the
+    flag, pick a code path that still needs xformers: a flag read elsewhere keeps its gate."""
+    import subprocess
+    import sys
+    import textwrap
+
+    gate = textwrap.dedent('''
+        import torch
+
+        try:
+            import xformers.ops as xops
+
+            XFORMERS_IS_AVAILABLE = True
+        except ImportError:
+            XFORMERS_IS_AVAILABLE = False
+
+
+        def attend(q, k, v):
+            return xops.memory_efficient_attention(q, k, v)
+    ''').lstrip()
+    for with_reader in (False, True):
+        repo = tmp_path / f"repo{int(with_reader)}"
+        repo.mkdir()
+        (repo / "model.py").write_text(gate)
+        if with_reader:
+            (repo / "video.py").write_text("from model import XFORMERS_IS_AVAILABLE\n\n\n"
+                                           "BLOCK = 'xformers' if XFORMERS_IS_AVAILABLE else 'vanilla'\n")
+        proc = subprocess.run([sys.executable, "-m", "porter", "apply", "--no-cache", str(repo)],
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr
+        out = (repo / "model.py").read_text()
+        assert "scaled_dot_product_attention" in out
+        if with_reader:
+            assert "except ImportError:" in out and "XFORMERS_IS_AVAILABLE = False" in out, out
+        else:
+            assert "except ImportError" not in out, out

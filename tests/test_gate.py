@@ -295,3 +295,21 @@ def test_needs_keep_the_strictest_floor_with_its_own_sites() -> None:
     merge_need(needs, "transformers", ">=4.30", ("`c.py:3` PRT420",))
     merge_need(needs, "transformers", ">=4.51", ("`d.py:4` PRT421", "`b.py:2` PRT421"))
     assert needs == {"transformers": (">=4.51", ("`b.py:2` PRT421", "`d.py:4` PRT421"))}
+
+
+def test_a_torch_floor_below_the_api_withholds_the_fix() -> None:
+    """`torch>=2` admits torch 2.0-2.4, which lack SDPA's enable_gqa: the flash-attn rewrite is withheld
+    (a real repository declared torch>=2 and its ported model no longer imported on the documented install)."""
+    from porter.engine import fix
+    from porter.framework import RepoFacts
+    from porter.testing import fixed, settings_for
+
+    src = ("import torch\nfrom flash_attn import flash_attn_func\n\n\ndef attend(q, k, v):\n"
+           "    return flash_attn_func(q, k, v, causal=True)\n")
+    floor_low = RepoFacts(pins={"torch": ">=2", "flash-attn": "==2.5.6"}, scope="")
+    assert "flash_attn_func(q, k, v" in fixed(src, family="attention", facts=floor_low)
+    outcome = fix("t.py", src, "python", settings_for("attention"), floor_low)
+    withheld = [f for f in outcome.remaining if "withheld" in f.data]
+    assert withheld and "also admits older releases" in withheld[0].data["withheld"]
+    floor_ok = RepoFacts(pins={"torch": ">=2.5", "flash-attn": "==2.5.6"}, scope="")
+    assert "scaled_dot_product_attention" in fixed(src, family="attention", facts=floor_ok)

@@ -79,10 +79,10 @@ def test_emitted_module_passes_against_doubles_and_uses_them(ported_example: Pat
 
 
 @pytest.mark.parametrize(("old", "new", "site"), [
-    ("v.transpose(1, -2),\n", "v.transpose(1, -2).flip(1),\n", "model.py:141:PRT200"),  # a changed operand
-    (".transpose(1, 2).contiguous()", ".contiguous()", "model.py:134:PRT100"),  # a dropped transpose
-    ("scale=self.softmax_scale,\n                enable_gqa", "enable_gqa", "model.py:134:PRT100"),  # lost scale
-    ("nn.RMSNorm(config.n_embd, eps=1e-5)", "nn.RMSNorm(config.n_embd)", "model.py:177:PRT311"),  # default eps
+    ("v.transpose(1, -2),\n", "v.transpose(1, -2).flip(1),\n", "model.py:CausalSelfAttention.forward:PRT200:2"),  # a changed operand
+    (".transpose(1, 2).contiguous()", ".contiguous()", "model.py:CausalSelfAttention.forward:PRT100:1"),  # a dropped transpose
+    ("scale=self.softmax_scale,\n                enable_gqa", "enable_gqa", "model.py:CausalSelfAttention.forward:PRT100:1"),  # lost scale
+    ("nn.RMSNorm(config.n_embd, eps=1e-5)", "nn.RMSNorm(config.n_embd)", "model.py:Block.__init__:PRT311:1"),  # default eps
 ])
 def test_broken_rewrite_fails_its_test(ported_example: Path, tmp_path: Path, old: str, new: str, site: str) -> None:
     tree = fresh_copy(ported_example, tmp_path)

@@ -72,3 +72,22 @@ def test_target_overrides_the_repo_pin_in_facts(tmp_path) -> None:  # type: igno
     assert facts.pins.get("torch") == "==2.5"
     assert facts.pins.get("flash-attn") == "==2.5.6"
     assert isinstance(collect_facts(tmp_path, []), RepoFacts)
+
+
+def test_amp_deprecation_rewrites_need_a_guaranteed_torch() -> None:
+    """torch.amp.custom_fwd needs torch 2.4 and torch.amp.GradScaler 2.3: the clean-up is applied only when the
+    pins guarantee them (a repository that declared torch>=2 or pinned nothing broke at import time)."""
+    from porter.findings import Applicability
+    from porter.framework import RepoFacts
+    from porter.testing import findings, fixed
+
+    src = ("import torch\nfrom torch.cuda.amp import custom_fwd\n\n\nclass F(torch.autograd.Function):\n"
+           "    @staticmethod\n    @custom_fwd\n    def forward(ctx, x):\n        return x\n\n\n"
+           "scaler = torch.cuda.amp.GradScaler()\n")
+    for pins in ({}, {"torch": ">=2"}, {"torch": "==2.1.2"}):
+        facts = RepoFacts(pins=pins)
+        assert fixed(src, family="device_audit", facts=facts) == src, pins
+        got = [f for f in findings(src, family="device_audit", facts=facts) if f.code == "PRT049"]
+        assert len(got) == 2 and all(f.fix == Applicability.NONE and "not rewritten" in f.message for f in got)
+    out = fixed(src, family="device_audit", facts=RepoFacts(pins={"torch": ">=2.4"}))
+    assert 'torch.amp.custom_fwd(device_type="cuda")' in out and 'torch.amp.GradScaler("cuda")' in out

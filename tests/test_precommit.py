@@ -53,7 +53,8 @@ from transformers import AutoModelForCausalLM
 
 model = AutoModelForCausalLM.from_pretrained("gpt2", attn_implementation="flash_attention_2")
 '''
-FIXED = LOCKED_IN.replace('"flash_attention_2"', '"sdpa"')
+# the switch goes to SDPA, and the unused CUDA-only import goes with it (removing a dead import is exact)
+FIXED = LOCKED_IN.replace('"flash_attention_2"', '"sdpa"').replace("import flash_attn\n", "")
 CLEAN = "import torch\n\nx = torch.zeros(3, device='cpu')\n"
 
 
@@ -278,8 +279,8 @@ def test_local_hooks(tmp_path: Path) -> None:
 
     _git(repo, env, "add", "app/load.py")
     again = _run([*cmd, "run", "porter-check"], repo, env)
-    assert again.returncode == 1  # the flash_attn import has no automatic fix
-    assert "PRT030" not in again.stdout and "PRT011" in again.stdout, again.stdout
+    assert again.returncode == 0, again.stdout  # the fix removed the last lock-in (the unused import too)
+    assert "PRT030" not in again.stdout and "PRT011" not in again.stdout, again.stdout
     fix_again = _run([*cmd, "run", "porter-fix"], repo, env)
     assert fix_again.returncode == 0, fix_again.stdout  # nothing left to fix: the hook passes
 

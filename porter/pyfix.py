@@ -104,9 +104,10 @@ class _Remover(cst.CSTTransformer):
     def __init__(self, removable: Sequence[str], used: set[str], loads: set[str] | None = None,
                  aliases: dict[str, str] | None = None, exported: frozenset[str] = frozenset()) -> None:
         super().__init__()
-        # names other modules of the repository import: a gate flag among them is never folded (its
-        # readers elsewhere may still use the package behind it)
+        # names other modules of the repository import: a gate flag among them is never folded and its
+        # imports stay (its readers elsewhere may still use the package behind it)
         self.exported = exported
+        self._protected: set[int] = set()  # gates being visited whose imports must stay
         self.removable = removable
         self.used = used
         # removed statements whose leading lines hold comments: the comments move to the next statement
@@ -118,6 +119,9 @@ class _Remover(cst.CSTTransformer):
     def leave_Try(self, original: cst.Try, updated: cst.Try) -> cst.BaseStatement | cst.FlattenSentinel | cst.RemovalSentinel:
         """A gate whose imports were all removed cannot fail any more: keep what its body does
         (literal flags), drop the handlers, unless they bind a name the module still reads."""
+        if id(original) in self._protected:
+            self._protected.discard(id(original))
+            return updated
         before = _import_count(original.body.body)
         if before == 0 or _import_count(updated.body.body) != 0 or updated.finalbody is not None:
             return updated
@@ -141,7 +145,31 @@ class _Remover(cst.CSTTransformer):
         body[0] = body[0].with_changes(leading_lines=list(updated.leading_lines) + list(body[0].leading_lines))
         return cst.FlattenSentinel(body)
 
+    def _guards_exported(self, node: cst.Try | cst.If) -> bool:
+        """A gate that sets a flag other modules import: its imports stay, so the flag keeps telling
+        the truth about the package to those modules."""
+        if not self.exported:
+            return False
+        blocks = [node.body.body]
+        if isinstance(node, cst.Try):
+            blocks += [h.body.body for h in node.handlers]
+        elif node.orelse is not None and isinstance(node.orelse, cst.Else):
+            blocks.append(node.orelse.body.body)
+        return any(_bound(b) & self.exported for b in blocks)
+
+    def visit_Try(self, node: cst.Try) -> bool:
+        if self._guards_exported(node):
+            self._protected.add(id(node))
+        return True
+
+    def visit_If(self, node: cst.If) -> bool:
+        if self._guards_exported(node):
+            self._protected.add(id(node))
+        return True
+
     def _dead(self, local: str, target: str) -> bool:
+        if self._protected:
+            return False
         return _matches(target, self.removable) and local not in self.loads
 
     def leave_Import(self, original: cst.Import, updated: cst.Import) -> cst.Import | cst.RemovalSentinel:
@@ -176,6 +204,9 @@ class _Remover(cst.CSTTransformer):
         """``if is_x_available(): <imports>`` whose imports were all removed: the probe has no effect
         any more; keep the inert rest of its body, drop the no-package branch unless it binds a
         name the module still reads."""
+        if id(original) in self._protected:
+            self._protected.discard(id(original))
+            return updated
         if _import_count(original.body.body) == 0 or _import_count(updated.body.body) != 0:
             return updated
         if not _probe_call(updated.test):

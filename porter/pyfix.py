@@ -77,6 +77,20 @@ def _import_count(body: Sequence[cst.CSTNode]) -> int:
                if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body)
 
 
+def _assigned(body: Sequence[cst.CSTNode]) -> set[str]:
+    """Names a block assigns at its own level (`HAS_FLASH = True`): a gate's flags, not its imports."""
+    names: set[str] = set()
+    for stmt in body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                targets = small.targets if isinstance(small, cst.Assign) else (
+                    [small] if isinstance(small, cst.AnnAssign) else [])
+                for t in targets:
+                    if isinstance(t.target, cst.Name):
+                        names.add(t.target.value)
+    return names
+
+
 def _bound(body: Sequence[cst.CSTNode]) -> set[str]:
     """Names a block binds at its own level (assignments, defs, classes, imports)."""
     names: set[str] = set()
@@ -135,7 +149,7 @@ class _Remover(cst.CSTTransformer):
         only_handler = set()
         for h in updated.handlers:
             only_handler |= _bound(h.body.body)
-        if (only_handler | _bound(body)) & self.exported:
+        if any(_assigned(b) & self.exported for b in [body, *(h.body.body for h in updated.handlers)]):
             return updated
         only_handler -= _bound(body)
         if only_handler & self.loads:
@@ -155,7 +169,7 @@ class _Remover(cst.CSTTransformer):
             blocks += [h.body.body for h in node.handlers]
         elif node.orelse is not None and isinstance(node.orelse, cst.Else):
             blocks.append(node.orelse.body.body)
-        return any(_bound(b) & self.exported for b in blocks)
+        return any(_assigned(b) & self.exported for b in blocks)
 
     def visit_Try(self, node: cst.Try) -> bool:
         if self._guards_exported(node):

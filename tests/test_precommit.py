@@ -310,7 +310,7 @@ def test_try_repo_offline(tmp_path: Path) -> None:
     assert re.search(re.escape(check_name) + r"\.+Failed", check_out), out[-4000:]
     assert re.search(r"^\.+Failed", fix_out), out[-4000:]
     assert "PRT030" in check_out and "PRT011" in check_out, out[-4000:]
-    assert 'attn_implementation="flash_attention_2" needs flash-attn' in check_out
+    assert 'attn_implementation "flash_attention_2" needs flash-attn' in check_out
     assert "files were modified by this hook" in fix_out, out[-4000:]
     assert (repo / "app" / "load.py").read_text(encoding="utf-8") == FIXED
     assert (repo / "clean.py").read_text(encoding="utf-8") == CLEAN

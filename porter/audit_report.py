@@ -73,10 +73,17 @@ def _cell(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
+def md_link(path: str, line: int, label: str | None = None) -> str:
+    """A Markdown link to ``path#Lline`` that a hostile file name cannot break out of: the target is
+    percent-encoded, the label escaped (``]``, ``|``, backslashes, line breaks)."""
+    from urllib.parse import quote
+
+    text = _cell(label if label is not None else f"{path}:{line}").replace("[", "\\[").replace("]", "\\]")
+    return f"[{text}]({quote(path, safe='/')}#L{line})"
+
+
 def _link(path: str, line: int) -> _Raw:
-    target = path.replace(" ", "%20").replace("(", "%28").replace(")", "%29")
-    label = _cell(path).replace("[", "\\[").replace("]", "\\]")
-    return _Raw(f"[{label}:{line}]({target}#L{line})")
+    return _Raw(md_link(path, line))
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:

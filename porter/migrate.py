@@ -24,6 +24,7 @@ import click
 
 from . import proc, registry
 from .apis import DEFAULT_TARGET_ROCM, DEFAULT_TARGET_TORCH
+from .audit_report import md_link
 from .config import Settings
 from .findings import Finding
 from .parity import RUN_INSTRUCTIONS, parity_patch
@@ -311,13 +312,13 @@ def render_report(p: MigrationPlan) -> str:
             r = rules.get(code)
             first = items[0]
             lines.append(f"| {code} {r.name if r else ''} | {_class_of(first)} | {len(items)} | "
-                         f"[{first.path}:{first.line}]({first.path}#L{first.line}): {_md(first.message)} | "
+                         f"{md_link(first.path, first.line)}: {_md(first.message)} | "
                          f"{_md(_next_step(items, r))} |")
         lines += ["", f"<details><summary>All {len(flagged)} flagged site(s)</summary>", "",
                   "| file | line | rule | class | reason | next step |", "|---|---|---|---|---|---|"]
         for f in flagged:
             r = rules.get(f.code)
-            lines.append(f"| [{f.path}]({f.path}#L{f.line}) | {f.line} | {f.code} {r.name if r else ''} | "
+            lines.append(f"| {md_link(f.path, f.line, f.path)} | {f.line} | {f.code} {r.name if r else ''} | "
                          f"{_class_of(f)} | {_md(f.message)} | {_md(_next_step([f], r))} |")
         lines += ["", "</details>"]
     else:
@@ -341,7 +342,7 @@ def render_report(p: MigrationPlan) -> str:
                   "| file | line | rule | what |", "|---|---|---|---|"]
         for f in fixed:
             r = rules.get(f.code)
-            lines.append(f"| [{f.path}]({f.path}#L{f.line}) | {f.line} | {f.code} {r.name if r else ''} | "
+            lines.append(f"| {md_link(f.path, f.line, f.path)} | {f.line} | {f.code} {r.name if r else ''} | "
                          f"{_md(f.fix_title or f.message)} |")
         lines += ["", "</details>"]
     else:

@@ -335,6 +335,8 @@ def print_text(findings: Sequence[Finding], console: Any, *, files_scanned: int 
 
 
 def render_markdown(findings: Sequence[Finding], *, title: str = "porter audit", files_scanned: int = 0) -> str:
+    from .audit_report import md_link
+
     try:
         from .audit_report import render_markdown as audit_markdown
         from .estimate import summarize
@@ -349,6 +351,6 @@ def render_markdown(findings: Sequence[Finding], *, title: str = "porter audit",
     lines += ["", "| file | line | code | class | fix | message |", "|---|---|---|---|---|---|"]
     for f in findings:
         msg = f.message.replace("|", "\\|")
-        lines.append(f"| [{f.path}]({f.path}#L{f.line}) | {f.line} | {f.code} | {category_of(f).value} | "
+        lines.append(f"| {md_link(f.path, f.line, f.path)} | {f.line} | {f.code} | {category_of(f).value} | "
                      f"{f.fix.value} | {msg} |")
     return "\n".join(lines) + "\n"

@@ -135,3 +135,20 @@ def test_cli_markdown_totals_equal_json(tmp_path: Path) -> None:
     assert summary["goal"] == "bespoke"
     text = run_porter("audit", "--no-cache", str(root)).stdout.decode()
     assert "Audit summary" in text and "engineer-day" in text
+
+
+def test_markdown_links_cannot_be_broken_by_a_file_name() -> None:
+    """A target's file name like `a](https://evil)` must not inject a link into reports a lead reads."""
+    from porter.audit_report import md_link
+    from porter.findings import Finding
+    from porter.reporters import render_markdown
+
+    hostile = "x](https://evil.example)/y [z].py"
+    link = md_link(hostile, 7)
+    import re
+
+    unescaped = re.compile(r"(?<!\\)\]\(https://evil")  # a `](` that Markdown would read as a link
+    assert not unescaped.search(link) and link.endswith("#L7)")
+    assert "%5D%28https%3A//evil.example%29" in link
+    text = render_markdown([Finding(code="PRT011", message="m", path=hostile, line=7)], files_scanned=1)
+    assert not unescaped.search(text)

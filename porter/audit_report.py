@@ -70,7 +70,13 @@ class _Raw(str):
 
 
 def _cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    """Table-cell text: pipes, brackets and backslashes escaped, line breaks flattened (file names are
+    the target's: they must not open a link or a column)."""
+    text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    parts = text.split("`")  # brackets inside `code spans` stay as they are (no escapes apply there)
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("[", "\\[").replace("]", "\\]")
+    return "`".join(parts)
 
 
 def md_link(path: str, line: int, label: str | None = None) -> str:
@@ -78,7 +84,7 @@ def md_link(path: str, line: int, label: str | None = None) -> str:
     percent-encoded, the label escaped (``]``, ``|``, backslashes, line breaks)."""
     from urllib.parse import quote
 
-    text = _cell(label if label is not None else f"{path}:{line}").replace("[", "\\[").replace("]", "\\]")
+    text = _cell(label if label is not None else f"{path}:{line}")
     return f"[{text}]({quote(path, safe='/')}#L{line})"
 
 

@@ -9,7 +9,7 @@
   comes from ``PYTORCH_ROCM_ARCH`` (torch's counterpart of ``TORCH_CUDA_ARCH_LIST``).
 - Dockerfiles: NVIDIA base images, NVIDIA container-runtime variables.
 - Shell scripts and CI/launch YAML: ``docker run --gpus``, ``nvidia-smi``, pip commands
-  that use the CUDA wheel index or ``+cuXXX`` torch pins.
+  that use the CUDA wheel index or ``+cuNNN`` torch pins.
 """
 
 from __future__ import annotations
@@ -100,10 +100,10 @@ RULES = (
          explanation="Only the NVIDIA container runtime reads them. On ROCm pass the device files and "
          "select GPUs with `HIP_VISIBLE_DEVICES`/`ROCR_VISIBLE_DEVICES`."),
     rule("PRT848", "pip-cuda-index-script", NAME,
-         "A pip command in a script or Dockerfile uses the CUDA PyTorch index or `+cuXXX` torch pins.",
+         "A pip command in a script or Dockerfile uses the CUDA PyTorch index or `+cuNNN` torch pins.",
          Category.REPLACE, severity=Severity.WARNING, fix=SAFE, effort_hours=0.1,
          explanation="The index URL becomes the ROCm index of `[tool.porter.dependencies] rocm-version` "
-         "(default 6.3) and `+cuXXX` labels on torch, torchvision and torchaudio are dropped (PEP 440 "
+         "(default 6.3) and `+cuNNN` labels on torch, torchvision and torchaudio are dropped (PEP 440 "
          "`==X` then matches the ROCm build `X+rocmY`). CUDA `torch_stable.html` pages are reported."),
 )
 

@@ -1,4 +1,4 @@
-"""Dependency manifests: CUDA wheel indexes, ``+cuXXX`` pins, CUDA-only packages, torchao.
+"""Dependency manifests: CUDA wheel indexes, ``+cuNNN`` pins, CUDA-only packages, torchao.
 
 Runs on requirements*/constraints* files, ``pyproject.toml`` (PEP 621, dependency groups,
 Poetry, uv/Poetry package sources), ``setup.cfg``, ``environment.yml`` and ``setup.py``
@@ -62,7 +62,7 @@ SAFE, UNSAFE, NONE = Applicability.SAFE, Applicability.UNSAFE, Applicability.NON
 
 RULES = (
     rule("PRT800", "cuda-wheel-index", NAME,
-         "A PyTorch CUDA wheel index (`download.pytorch.org/whl/cuXXX`) or another CUDA-only package index.",
+         "A PyTorch CUDA wheel index (`download.pytorch.org/whl/cuNNN`) or another CUDA-only package index.",
          Category.REPLACE, severity=Severity.WARNING, fix=SAFE, effort_hours=0.25,
          explanation="The index decides which build of torch, torchvision and torchaudio pip installs. "
          "porter replaces the CUDA index with the ROCm index of the configured ROCm version "
@@ -70,7 +70,7 @@ RULES = (
          "`https://download.pytorch.org/whl/rocm6.3`. The option keeps its kind: `--index-url` stays "
          "exclusive, `--extra-index-url` stays additive (with an additive index pip takes the highest "
          "version from either index, so an unpinned torch can still come from PyPI: pin it). A CUDA "
-         "`torch_stable.html` find-links page becomes `--extra-index-url`. When `+cuXXX` pins are "
+         "`torch_stable.html` find-links page becomes `--extra-index-url`. When `+cuNNN` pins are "
          "stripped from a file with no PyTorch index at all, the ROCm index line is added above the "
          "first of them. The move is SAFE only when every exact torch/torchvision/torchaudio pin of the "
          "file is published on that ROCm index (porter carries PyTorch's torch-minor to ROCm-index "
@@ -80,7 +80,7 @@ RULES = (
          example="```\n--extra-index-url https://download.pytorch.org/whl/cu121\n# becomes\n"
          "--extra-index-url https://download.pytorch.org/whl/rocm6.3\n```"),
     rule("PRT801", "cuda-local-version", NAME,
-         "A `+cuXXX` local version label pins a CUDA build of a wheel.",
+         "A `+cuNNN` local version label pins a CUDA build of a wheel.",
          Category.REPLACE, severity=Severity.WARNING, fix=SAFE, effort_hours=0.1,
          explanation="`torch==2.1.0+cu121` can only install the CUDA 12.1 build. For torch, "
          "torchvision and torchaudio porter strips the label: under PEP 440 `==2.1.0` matches every "
@@ -159,7 +159,7 @@ RULES = (
          explanation="`[tool.porter] target-torch` says which torch the ported code runs on (SDPA's "
          "`enable_gqa`, `torch.nn.RMSNorm` and the lower-right causal mask need 2.5). A requirement that "
          "excludes it would install a torch the rewritten code fails on, so porter raises it to "
-         "`torch>=<target>` (the `+cuXXX` label, if any, is dropped in the same edit); torchvision and "
+         "`torch>=<target>` (the `+cuNNN` label, if any, is dropped in the same edit); torchvision and "
          "torchaudio pins are raised to the releases that go with it."),
     rule("PRT812", "requirement-raised-for-fix", NAME,
          "A pin excludes the release an applied fix needs (transformers for `TorchAoConfig`...): raised.",
@@ -1088,7 +1088,7 @@ FAMILY = Family(
         "conda": check_conda,
     },
     description="Dependency manifests follow the code: this patch may point PyTorch wheel indexes at the ROCm "
-    "index, drop `+cuXXX` labels, raise torch to the target torch, remove CUDA-only packages that no Python file "
+    "index, drop `+cuNNN` labels, raise torch to the target torch, remove CUDA-only packages that no Python file "
     "imports any more, add torchao where an applied fix imports it, and (unsafe) raise a pin an applied fix "
     "needs. The sites below list which of these this patch makes, and why.",
     verified="Fixture tests (tests/fixtures/dependencies) and tests/test_dependencies.py: rewritten "

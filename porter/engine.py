@@ -25,7 +25,7 @@ from .suppress import Suppressions
 MAX_ROUNDS = 12
 
 
-def families_for(language: str, text: str, settings: Settings) -> list[Family]:
+def families_for(language: str, text: str, settings: Settings, relpath: str = "") -> list[Family]:
     """Families that can report anything on this file (language, pre-filter, selection)."""
     table = registry.rules()
     chosen = []
@@ -34,7 +34,7 @@ def families_for(language: str, text: str, settings: Settings) -> list[Family]:
             continue
         if not any(settings.is_enabled(r.code, r.default) for r in fam.rules if r.code in table):
             continue
-        if fam.matches(text):
+        if fam.matches(text, language, relpath):
             chosen.append(fam)
     return chosen
 
@@ -81,12 +81,31 @@ def python_guard(relpath: str, text: str) -> tuple[Finding | None, Any]:
 
 
 def raw_findings(ctx: FileContext, fams: Sequence[Family]) -> list[Finding]:
-    """Every finding the families report on ``ctx`` (no selection or suppression yet)."""
+    """Every finding the families report on ``ctx`` (no selection or suppression yet).
+
+    Python runs in two tiers: the families' stdlib-``ast`` visitors share one traversal of the
+    tree the parse guard built; LibCST is parsed only when a family with a LibCST visitor
+    matched this file (raises ``cst.ParserSyntaxError`` when it cannot parse).
+    """
     found: list[Finding] = []
     if ctx.language == "python":
+        assert isinstance(ctx, PyContext)
+        ast_fams = [f for f in fams if f.python_ast is not None]
+        if ast_fams and ctx.tree is not None:
+            from .pyast import walk
+
+            ast_visitors = [f.python_ast(ctx) for f in ast_fams if f.python_ast is not None]
+            try:
+                walk(ctx.tree, ast_visitors)
+            except RecursionError:
+                raise
+            except Exception:  # noqa: BLE001 - one broken family must not hide the others
+                ast_visitors = _ast_one_by_one(ctx, ast_fams, found)
+            for av in ast_visitors:
+                found.extend(av.findings)
         py_fams = [f for f in fams if f.python is not None]
         if py_fams:
-            assert isinstance(ctx, PyContext)
+            ctx.module  # noqa: B018 - parse here: a LibCST syntax error is the file's, not a family's crash
             visitors = [f.python(ctx) for f in py_fams if f.python is not None]
             try:
                 ctx.wrapper.visit_batched([StatementTracker(ctx), *visitors])
@@ -106,6 +125,25 @@ def raw_findings(ctx: FileContext, fams: Sequence[Family]) -> list[Finding]:
             except Exception as exc:  # noqa: BLE001
                 found.append(_crash(ctx.relpath, fam.name, exc))
     return found
+
+
+def _ast_one_by_one(ctx: PyContext, fams: Sequence[Family], found: list[Finding]) -> list:
+    """Re-run the ast-tier families separately after a crash, reporting the one that failed."""
+    from .pyast import walk
+
+    survivors = []
+    for fam in fams:
+        assert fam.python_ast is not None
+        visitor = fam.python_ast(ctx)
+        try:
+            walk(ctx.tree, [visitor])
+        except RecursionError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            found.append(_crash(ctx.relpath, fam.name, exc))
+            continue
+        survivors.append(visitor)
+    return survivors
 
 
 def _crash(relpath: str, family: str, exc: BaseException) -> Finding:
@@ -182,7 +220,7 @@ def analyze(
     relpath: str, text: str, language: str, settings: Settings, facts: RepoFacts | None = None
 ) -> list[Finding]:
     """Selected findings for one file's text. A parse failure is itself a finding."""
-    fams = families_for(language, text, settings)
+    fams = families_for(language, text, settings, relpath)
     if not fams:
         return []
     tree = None
@@ -196,8 +234,13 @@ def analyze(
         return [_syntax_finding(relpath, exc)]
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return [_syntax_finding(relpath, exc if isinstance(exc, SyntaxError) else ValueError(str(exc) or type(exc).__name__))]
-    found = raw_findings(ctx, fams)
-    if isinstance(ctx, PyContext):
+    try:
+        if isinstance(ctx, PyContext) and ctx.tree is None:
+            ctx.module  # noqa: B018 - CPython could not parse it: LibCST's verdict decides (PRT001)
+        found = raw_findings(ctx, fams)
+    except cst.ParserSyntaxError as exc:
+        return [_syntax_finding(relpath, exc)]
+    if isinstance(ctx, PyContext) and any(f.edits and f.fix != Applicability.NONE for f in found):
         found = guard(found, ctx.text, ctx.imports, lambda node: ctx.position_of(node).start.line)
     return select(found, ctx)
 

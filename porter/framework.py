@@ -28,6 +28,7 @@ from .pyimports import ImportIndex
 
 if TYPE_CHECKING:
     from .config import Settings
+    from .pyast import AstVisitor
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,14 @@ class Family:
     order: int  # application order of its patch in a series (lower first)
     rules: tuple[Rule, ...]
     tokens: tuple[str, ...] = ()  # text pre-filter; empty means "always run"
-    python: type[PyVisitor] | None = None
+    python: type[PyVisitor] | None = None  # LibCST tier: parsed only when this family matches
+    # stdlib-ast tier (porter.pyast): detection without LibCST; a family may have both, each rule in one
+    python_ast: type[AstVisitor] | None = None
+    # Python-only pre-filter replacing ``tokens`` on Python files (None: ``tokens`` apply); C++ tokens
+    # such as ``#include`` or ``__all`` say nothing about a Python file
+    python_tokens: tuple[str, ...] | None = None
+    # Python files this family reads, by base name (empty: every Python file), e.g. ("setup.py",)
+    python_files: tuple[str, ...] = ()
     checkers: Mapping[str, Checker] = field(default_factory=dict)  # language -> checker
     description: str = ""  # what its patch changes and why (Markdown)
     verified: str = ""  # what porter's test-suite verifies for this family
@@ -102,12 +110,19 @@ class Family:
     @property
     def languages(self) -> frozenset[str]:
         langs = set(self.checkers)
-        if self.python is not None:
+        if self.python is not None or self.python_ast is not None:
             langs.add("python")
         return frozenset(langs)
 
-    def matches(self, text: str) -> bool:
-        return not self.tokens or any(tok in text for tok in self.tokens)
+    def matches(self, text: str, language: str = "", relpath: str = "") -> bool:
+        """The pre-filter: can this family report anything on this file?"""
+        tokens = self.tokens
+        if language == "python":
+            if self.python_files and relpath.rsplit("/", 1)[-1] not in self.python_files:
+                return bool(self.checkers.get("python")) and (not tokens or any(t in text for t in tokens))
+            if self.python_tokens is not None:
+                tokens = self.python_tokens
+        return not tokens or any(tok in text for tok in tokens)
 
 
 class FileContext:
@@ -201,20 +216,84 @@ class FileContext:
 
 
 class PyContext(FileContext):
-    """A Python file: adds the LibCST module, its metadata wrapper and the import index."""
+    """A Python file: the stdlib ``ast`` tree (cheap, always) and, built only when a LibCST
+    family needs them, the LibCST module, its metadata wrapper and the import index."""
 
     def __init__(self, *args: Any, ast_tree: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.module: cst.Module = cst.parse_module(self.text)
-        self.wrapper = cst.MetadataWrapper(self.module, unsafe_skip_copy=True)
-        self.imports = ImportIndex(self.module)
+        self.tree: Any = ast_tree  # ast.Module, or None when this interpreter cannot parse the file
         self._ast = ast_tree
+        self._module: cst.Module | None = None
+        self._wrapper: cst.MetadataWrapper | None = None
+        self._imports: ImportIndex | None = None
+        self._ast_imports: Any = None
+        self._ascii: bool | None = None
         self._full: Mapping[cst.CSTNode, Any] | None = None
         self._partial: dict[cst.CSTNode, Any] = {}
         self._done: set[int] = set()
         self._starts: list[int] | None = None
-        self._top = {id(stmt): i for i, stmt in enumerate(self.module.body)}
+        self._top_index: dict[int, int] | None = None
         self.current_statement: int | None = None  # set by the engine's traversal tracker
+
+    # -- LibCST tier (lazy) -----------------------------------------------------------------
+    @property
+    def module(self) -> cst.Module:
+        """The LibCST module (parsed on first use; raises ``cst.ParserSyntaxError``)."""
+        if self._module is None:
+            self._module = cst.parse_module(self.text)
+        return self._module
+
+    @property
+    def wrapper(self) -> cst.MetadataWrapper:
+        if self._wrapper is None:
+            self._wrapper = cst.MetadataWrapper(self.module, unsafe_skip_copy=True)
+        return self._wrapper
+
+    @property
+    def imports(self) -> ImportIndex:
+        if self._imports is None:
+            self._imports = ImportIndex(self.module)
+        return self._imports
+
+    @property
+    def _top(self) -> dict[int, int]:
+        if self._top_index is None:
+            self._top_index = {id(stmt): i for i, stmt in enumerate(self.module.body)}
+        return self._top_index
+
+    @property
+    def cst_parsed(self) -> bool:
+        return self._module is not None
+
+    # -- stdlib-ast tier --------------------------------------------------------------------
+    @property
+    def ast_imports(self) -> Any:
+        """The file's imports resolved over the ``ast`` tree (``porter.pyast_imports``)."""
+        if self._ast_imports is None:
+            from .pyast_imports import AstImportIndex
+
+            self._ast_imports = AstImportIndex(self.tree)
+        return self._ast_imports
+
+    def _char_offset(self, line: int, byte_col: int) -> int:
+        starts = self.line_starts
+        if line - 1 >= len(starts):
+            return len(self.text)
+        base = starts[line - 1]
+        if self._ascii is None:
+            self._ascii = self.text.isascii()
+        if self._ascii:
+            return min(base + byte_col, len(self.text))
+        prefix = self.line_text(line).encode("utf-8")[:byte_col]
+        return min(base + len(prefix.decode("utf-8", errors="replace")), len(self.text))
+
+    def ast_span(self, node: Any) -> tuple[int, int]:
+        """Character offsets of an ``ast`` node (its columns are UTF-8 byte offsets)."""
+        start = self._char_offset(node.lineno, node.col_offset)
+        end_line = getattr(node, "end_lineno", None) or node.lineno
+        end_col = getattr(node, "end_col_offset", None)
+        end = self._char_offset(end_line, end_col) if end_col is not None else start
+        return start, end
 
     @property
     def positions(self) -> Mapping[cst.CSTNode, Any]:

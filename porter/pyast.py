@@ -1,0 +1,185 @@
+"""The stdlib-``ast`` detection tier: one cheap parse, one traversal, no LibCST.
+
+Most findings on a large tree are inventory (``torch.cuda`` references, device strings, kernel
+inventory, vendor checks): they need a syntax tree and the file's imports, not a lossless
+concrete tree. A family whose rules only *report* (or whose fixes are plain text edits over
+a node's range) writes its Python visitor against this module: ``AstVisitor`` subclasses with
+``visit_<Node>`` / ``leave_<Node>`` methods named after :mod:`ast` classes, all families'
+visitors sharing one traversal of the tree CPython already built for the parse guard.
+LibCST is then parsed only for files where a LibCST family's trigger matches (a family that
+rewrites code structurally), which keeps detection near the cost of ``ast.parse``.
+
+Positions: ``ast`` columns are UTF-8 byte offsets; :meth:`AstVisitor.span` converts them to the
+character offsets every finding uses, so a rule gives the same line/column on either tier.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .findings import Applicability, Finding
+
+if TYPE_CHECKING:
+    from .framework import PyContext
+
+Handler = Callable[[Any], Any]
+
+
+class AstVisitor:
+    """Base class for a family's stdlib-``ast`` visitor (one instance per file).
+
+    Implement ``visit_<AstClass>(node)`` (called before the node's children) and/or
+    ``leave_<AstClass>(node)`` (after them). Children are visited in source order (decorators
+    before the function, a call's positional and keyword arguments by position, a dict's keys
+    and values pairwise). Visitors cannot prune: like LibCST's batched visitors, every visitor
+    sees every node. Resolve names through the file's imports with :meth:`qualname`; report
+    with :meth:`report`.
+    """
+
+    family: ClassVar[str] = ""
+    _handlers: ClassVar[dict[type, tuple[dict[str, str], dict[str, str]]]] = {}
+
+    def __init__(self, ctx: PyContext) -> None:
+        self.ctx = ctx
+        self.findings: list[Finding] = []
+
+    # -- dispatch ---------------------------------------------------------------------------
+    @classmethod
+    def handler_names(cls) -> tuple[dict[str, str], dict[str, str]]:
+        """``{ast class name: method name}`` for visits and leaves (computed once per class)."""
+        found = AstVisitor._handlers.get(cls)
+        if found is None:
+            visits: dict[str, str] = {}
+            leaves: dict[str, str] = {}
+            for name in dir(cls):
+                if name.startswith("visit_") and callable(getattr(cls, name)):
+                    visits[name[6:]] = name
+                elif name.startswith("leave_") and callable(getattr(cls, name)):
+                    leaves[name[6:]] = name
+            found = AstVisitor._handlers[cls] = (visits, leaves)
+        return found
+
+    # -- helpers ----------------------------------------------------------------------------
+    def qualname(self, node: ast.AST) -> str | None:
+        """Qualified name of a Name/Attribute chain rooted at an imported name, else None."""
+        return self.ctx.ast_imports.resolve(node)
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        return self.ctx.ast_span(node)
+
+    def code(self, node: ast.AST) -> str:
+        """The node's source text, exactly as written."""
+        start, end = self.span(node)
+        return self.ctx.text[start:end]
+
+    def report(
+        self,
+        node: ast.AST,
+        code: str,
+        message: str,
+        *,
+        replacement: str | None = None,
+        fix: Applicability = Applicability.SAFE,
+        **kwargs: Any,
+    ) -> Finding:
+        """Report ``code`` at ``node``; ``replacement`` (source text) becomes the fix of its range."""
+        start, end = self.span(node)
+        finding = self.ctx.finding(code, message, start, end, replacement=replacement, fix=fix, **kwargs)
+        self.findings.append(finding)
+        return finding
+
+
+def _ordered_children(node: ast.AST) -> Iterable[ast.AST]:
+    """The node's children in source order (``ast``'s field order differs for a few classes)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        yield from node.decorator_list
+        if isinstance(node, ast.ClassDef):
+            yield from node.bases
+            yield from node.keywords
+        else:
+            yield node.args
+            if node.returns is not None:
+                yield node.returns
+        yield from node.body
+        return
+    if isinstance(node, ast.Call):
+        yield node.func
+        if node.keywords and node.args:
+            yield from sorted([*node.args, *node.keywords], key=_pos)
+        else:
+            yield from node.args
+            yield from node.keywords
+        return
+    if isinstance(node, ast.Dict):
+        for key, value in zip(node.keys, node.values, strict=False):
+            if key is not None:
+                yield key
+            yield value
+        return
+    if isinstance(node, ast.IfExp):
+        yield node.body
+        yield node.test
+        yield node.orelse
+        return
+    if isinstance(node, ast.arguments):
+        yield from sorted(_argument_parts(node), key=_pos)
+        return
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, list):
+            for item in value:
+                if isinstance(item, ast.AST):
+                    yield item
+        elif isinstance(value, ast.AST):
+            yield value
+
+
+def _argument_parts(args: ast.arguments) -> list[ast.AST]:
+    parts: list[ast.AST] = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+    parts += [d for d in args.defaults if d is not None]
+    parts += [d for d in args.kw_defaults if d is not None]
+    if args.vararg is not None:
+        parts.append(args.vararg)
+    if args.kwarg is not None:
+        parts.append(args.kwarg)
+    return parts
+
+
+def _pos(node: ast.AST) -> tuple[int, int]:
+    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+
+
+_SKIP = (ast.expr_context, ast.boolop, ast.operator, ast.unaryop, ast.cmpop)
+
+
+def walk(tree: ast.AST, visitors: Sequence[AstVisitor]) -> None:
+    """One traversal of ``tree`` calling every visitor's ``visit_*``/``leave_*`` methods."""
+    visit: dict[str, list[Handler]] = {}
+    leave: dict[str, list[Handler]] = {}
+    for v in visitors:
+        visits, leaves = type(v).handler_names()
+        for cls_name, meth in visits.items():
+            visit.setdefault(cls_name, []).append(getattr(v, meth))
+        for cls_name, meth in leaves.items():
+            leave.setdefault(cls_name, []).append(getattr(v, meth))
+    _walk(tree, visit, leave)
+
+
+def _walk(node: ast.AST, visit: Mapping[str, list[Handler]], leave: Mapping[str, list[Handler]]) -> None:
+    name = node.__class__.__name__
+    for h in visit.get(name, ()):
+        h(node)
+    for child in _ordered_children(node):
+        if not isinstance(child, _SKIP):
+            _walk(child, visit, leave)
+    for h in leave.get(name, ()):
+        h(node)
+
+
+def string_value(node: ast.AST) -> str | None:
+    """The value of a plain string literal (implicit concatenation included), else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None

@@ -15,14 +15,17 @@ branch and keeps its fallback.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-
-import libcst as cst
+from typing import TYPE_CHECKING
 
 from .findings import Applicability, Finding
-from .pyimports import Fallback, ImportIndex, _is_sentinel, dotted
+from .pyast_imports import _handler_catches_import_error, _is_elif, _is_sentinel, ast_dotted
+
+if TYPE_CHECKING:
+    from .pyimports import BaseImportIndex, Fallback, ImportIndex
 
 # findings that carry this key in their data are the gate edits themselves
 KEEPS_FALLBACK = "keeps_fallback"
@@ -91,24 +94,19 @@ class GateFacts:
     branch: str  # "handler" or "else branch"
 
 
-def _handler_action(body: Sequence[cst.CSTNode]) -> str:
+def _handler_action(body: Sequence[ast.stmt]) -> str:
     acts = set()
     for stmt in body:
-        if isinstance(stmt, cst.SimpleStatementLine):
-            for small in stmt.body:
-                if isinstance(small, cst.Raise):
-                    acts.add("raises")
-                elif isinstance(small, cst.Pass):
-                    acts.add("passes")
-                elif isinstance(small, (cst.Assign, cst.AnnAssign)):
-                    acts.add("sets a flag" if small.value is not None and _is_sentinel(small.value)
-                             else "assigns")
-                elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-                    acts.add("logs or warns")
-                else:
-                    acts.add("runs code")
-        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-            acts.add(f"defines {stmt.name.value}")
+        if isinstance(stmt, ast.Raise):
+            acts.add("raises")
+        elif isinstance(stmt, ast.Pass):
+            acts.add("passes")
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            acts.add("sets a flag" if stmt.value is not None and _is_sentinel(stmt.value) else "assigns")
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            acts.add("logs or warns")
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            acts.add(f"defines {stmt.name}")
         else:
             acts.add("runs code")
     order = ("raises", "logs or warns", "sets a flag", "passes", "assigns", "runs code")
@@ -116,25 +114,23 @@ def _handler_action(body: Sequence[cst.CSTNode]) -> str:
     return " and ".join(found) if found else "does nothing"
 
 
-def _fallback_body(gate: cst.Try | cst.If) -> list[cst.CSTNode]:
-    from .pyimports import _handler_catches_import_error
-
-    if isinstance(gate, cst.If):
-        orelse = gate.orelse
-        if orelse is None:
+def _fallback_body(gate: ast.Try | ast.If) -> list[ast.stmt]:
+    if isinstance(gate, ast.If):
+        if not gate.orelse:
             return []
-        return [orelse] if isinstance(orelse, cst.If) else list(orelse.body.body)
-    body: list[cst.CSTNode] = []
+        return [gate.orelse[0]] if _is_elif(gate) else list(gate.orelse)
+    body: list[ast.stmt] = []
     for h in gate.handlers:
         if _handler_catches_import_error(h):
-            body.extend(h.body.body)
+            body.extend(h.body)
     return body
 
 
-def gate_facts(index: ImportIndex, gate: cst.Try | cst.If,
+def gate_facts(index: BaseImportIndex, gate: ast.Try | ast.If,
                keep: Callable[[str], bool] | None = None) -> GateFacts:
     """What the gate's no-package path provides for the names its package path binds (only those
-    whose imports ``keep`` accepts, e.g. CUDA-only ones, when given)."""
+    whose imports ``keep`` accepts, e.g. CUDA-only ones, when given). ``gate`` is an ``ast`` node
+    of the tree ``index`` (``porter.pyast_imports.AstImportIndex``) was built from."""
     names = [n for n in index.gate_names(gate)
              if keep is None or any(keep(t) for t in index.import_targets(n))]
     # names the gate overrides (`LlamaRMSNorm = partial(FusedRMSNorm, ...)`) keep their earlier definition
@@ -148,7 +144,7 @@ def gate_facts(index: ImportIndex, gate: cst.Try | cst.If,
         (real if fb.real else reimport if fb.kind == "import" else sentinel).append(n)
     return GateFacts(tuple(names), tuple(real), tuple(sentinel), tuple(reimport),
                      _handler_action(_fallback_body(gate)),
-                     "else branch" if isinstance(gate, cst.If) else "handler")
+                     "else branch" if isinstance(gate, ast.If) else "handler")
 
 
 def describe_gate(facts: GateFacts, dist: str) -> str:
@@ -172,15 +168,13 @@ def describe_gate(facts: GateFacts, dist: str) -> str:
             f"(the {path} {facts.handler}); without the package those names are undefined")
 
 
-def _import_handler(gate: cst.Try) -> cst.ExceptHandler | None:
+def _import_handler(gate: ast.Try) -> ast.ExceptHandler | None:
     """The handler that runs when the package is missing: the first one naming ImportError /
     ModuleNotFoundError, else the first broad one (``except Exception``, bare ``except``)."""
-    from .pyimports import _handler_catches_import_error
-
     specific = ("ImportError", "ModuleNotFoundError")
     for h in gate.handlers:
-        types = h.type.elements if isinstance(h.type, cst.Tuple) else [h.type] if h.type is not None else []
-        names = {(dotted(t.value if isinstance(t, cst.Element) else t) or "").split(".")[-1] for t in types}
+        types = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type] if h.type is not None else []
+        names = {(ast_dotted(t) or "").split(".")[-1] for t in types}
         if names & set(specific):
             return h
     for h in gate.handlers:
@@ -189,27 +183,44 @@ def _import_handler(gate: cst.Try) -> cst.ExceptHandler | None:
     return None
 
 
-def _loads_outside(module: cst.Module, gate: cst.CSTNode) -> set[str]:
-    import ast
-
-    try:
-        rest = module.deep_remove(gate)
-        tree = ast.parse(rest.code if isinstance(rest, cst.Module) else "")
-    except (SyntaxError, ValueError, RecursionError, cst.ParserSyntaxError):
-        return {"*"}
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
+def _loads_outside(tree: ast.Module, gate: ast.stmt) -> set[str]:
+    """Names read (not only stored) anywhere in the module outside ``gate``."""
+    return {n.id for stmt in tree.body if stmt is not gate for n in ast.walk(stmt)
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
 
 
-def keep_fallback(index: ImportIndex, gate: cst.Try | cst.If, module: cst.Module,
-                  is_cuda_only: Callable[[str], bool]) -> str | None:
+def plain_literal(text: str) -> bool:
+    """Whether ``text`` (a string expression's source) is one literal, not an implicit concatenation."""
+    i = 0
+    while i < len(text) and text[i] in "rRbBuUfF":
+        i += 1
+    quote = text[i:i + 3] if text[i:i + 3] in ('"""', "'''") else text[i:i + 1]
+    if quote not in ('"', "'", '"""', "'''"):
+        return False
+    j = i + len(quote)
+    while j < len(text):
+        if text[j] == "\\":
+            j += 2
+            continue
+        if text.startswith(quote, j):
+            return j + len(quote) == len(text)
+        j += 1
+    return False
+
+
+def keep_fallback(index: BaseImportIndex, gate: ast.Try | ast.If, tree: ast.Module,
+                  is_cuda_only: Callable[[str], bool], source: Callable[[ast.AST], str]) -> str | None:
     """Source that replaces a module-level ``try``/``except ImportError`` gate by the handler that
     runs without the package, when that is exact: every name the package path binds and the
     module reads has a real fallback, the package path imports only CUDA-only packages and
     otherwise only assigns names or calls (prints, logs), and the handler does not read the
-    exception. None otherwise."""
-    if not isinstance(gate, cst.Try) or gate.orelse is not None or gate.finalbody is not None:
+    exception. None otherwise.
+
+    ``gate`` belongs to the ``ast`` tree ``tree``; ``source(node)`` is a node's source text. The
+    handler's statements keep their text, moved to the gate's (module) level."""
+    if not isinstance(gate, ast.Try) or gate.orelse or gate.finalbody:
         return None
-    if gate not in module.body:
+    if not any(stmt is gate for stmt in tree.body):
         return None
     handler = _import_handler(gate)
     if handler is None or handler.name is not None:
@@ -217,43 +228,83 @@ def keep_fallback(index: ImportIndex, gate: cst.Try | cst.If, module: cst.Module
     facts = gate_facts(index, gate, is_cuda_only)
     if not facts.names:
         return None
-    bound_by_handler = _bound_names(handler.body.body)
+    bound_by_handler = _bound_names(handler.body)
     loads: set[str] | None = None
-    for stmt in gate.body.body:
-        if not isinstance(stmt, cst.SimpleStatementLine):
+    for stmt in gate.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Assign, ast.Pass)):
+            continue  # what imports bind is checked below: kept by the handler, or read nowhere else
+        if not isinstance(stmt, ast.Expr):
             return None
-        for small in stmt.body:
-            if isinstance(small, (cst.Import, cst.ImportFrom)):
-                continue  # what they bind is checked below: kept by the handler, or read nowhere else
-            elif isinstance(small, cst.Expr):
-                if not isinstance(small.value, (cst.Call, cst.SimpleString, cst.ConcatenatedString)):
-                    return None
-            elif not isinstance(small, (cst.Assign, cst.Pass)):
-                return None
+        value = stmt.value
+        if isinstance(value, ast.Call):
+            continue
+        if isinstance(value, ast.Constant) and isinstance(value.value, (str, bytes)):
+            continue
+        if isinstance(value, ast.JoinedStr) and not plain_literal(source(value)):
+            continue  # an implicit concatenation with an f-string part
+        return None
     # every name the package path binds must mean the same without it: a real fallback, a name the
     # handler sets too (flags), or a name nothing outside the gate reads
-    for name in _bound_names(gate.body.body):
+    for name in _bound_names(gate.body):
         fb = index.fallback_in(gate, name)
         if fb is not None and fb.real:
             continue
         if name in bound_by_handler:
             continue
         if loads is None:
-            loads = _loads_outside(module, gate)
-        if name in loads or "*" in loads:
+            loads = _loads_outside(tree, gate)
+        if name in loads:
             return None
     if not facts.real:
         return None  # nothing is kept: not this rule's business
-    body = [s for s in handler.body.body
-            if not (isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, cst.Pass) for x in s.body))]
-    if not body:
+    if all(isinstance(s, ast.Pass) for s in handler.body):
         return ""
+    return _dedented_handler(source(gate), gate.handlers.index(handler))
+
+
+def _dedented_handler(gate_source: str, index: int) -> str | None:
+    """The statements of the gate's ``index``-th handler (``pass`` lines dropped), each with the
+    comment lines before it, re-indented to the gate's level.
+
+    The gate is a module-level statement, so its source (from ``try`` to the end of its last
+    statement) is a module of its own; LibCST reads that slice alone (only when the fix is proven),
+    and its code generation moves the statements out of their block: nested blocks and
+    continuation lines keep their indentation relative to the statement, string contents stay
+    as written."""
+    import libcst as cst  # only for a gate whose fix is proven: detection never loads it
+
+    try:
+        module = cst.parse_module(gate_source)
+    except cst.ParserSyntaxError:
+        return None
+    if len(module.body) != 1 or not isinstance(module.body[0], cst.Try):
+        return None
+    block = module.body[0].handlers[index].body
+    if not isinstance(block, cst.IndentedBlock):
+        return None
+    body = [s for s in block.body
+            if not (isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, cst.Pass) for x in s.body))]
     code = cst.Module(body=body, default_indent=module.default_indent,
                       default_newline=module.default_newline).code
     return code.rstrip("\r\n")  # the statement's span ends before its last newline
 
 
-def _bound_names(body: Sequence[cst.CSTNode]) -> set[str]:
-    from .pyfix import _bound
-
-    return _bound(body)
+def _bound_names(body: Sequence[ast.stmt]) -> set[str]:
+    """Names a block binds at its own level (assignments, defs, classes, imports; the body of an
+    ``if`` or ``try`` too)."""
+    names: set[str] = set()
+    for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(stmt.name)
+        elif isinstance(stmt, ast.Assign):
+            names.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            for alias in stmt.names:
+                if alias.name == "*":
+                    continue
+                names.add(alias.asname if alias.asname is not None else alias.name.split(".")[0])
+        elif isinstance(stmt, (ast.If, ast.Try)):
+            header_end = stmt.test.end_lineno if isinstance(stmt, ast.If) else stmt.lineno
+            if stmt.body[0].lineno != header_end:  # a one-line `if x: a = 1` is not counted (conservative)
+                names |= _bound_names(stmt.body)
+    return names

@@ -1017,15 +1017,27 @@ def _is_loader(call: ast.Call) -> bool:
     return name in _LOADERS
 
 
+# The pre-filter: every rule needs one of these in the file's text (names spelled out, not built
+# from escape sequences in a string literal):
+# - an import, use, gate or re-export, and a by-name import (PRT019), name a package's module
+#   or extension (`cuda` covers cuda.* and the *_cuda extensions; `fused_softmax_lib` is the one
+#   extension that no other token covers);
+# - a probe by distribution name (PRT023) calls importlib / pkgutil / pkg_resources or a lightning
+#   helper (the name is matched case-insensitively, so only the callee's module is certain); a
+#   transformers-style `is_*_available` helper names its package (`bnb` has its own token);
+# - the Hugging Face switches: the literal "flash_attention_2", a switch name (flash_attn,
+#   flashattn, flash_attention...) or a diffusers xformers method.
+_TOKENS = ("flash_attn", "flashattn", "flash_attention", "xformers", "apex", "bitsandbytes", "is_bnb_available",
+           "transformer_engine", "pynvml", "dali", "cupy", "pycuda", "tensorrt", "cutlass", "cuda", "amp_C",
+           "syncbn", "fast_layer_norm", "dropout_layer_norm", "fused_dense_lib", "fused_softmax_lib", "rotary_emb",
+           "ft_attention", "importlib", "pkgutil", "pkg_resources", "lightning")
+
 FAMILY = Family(
     name=NAME,
     title="CUDA-only packages and Hugging Face attention switches",
     order=10,
     rules=RULES,
-    tokens=("flash_attn", "xformers", "apex", "bitsandbytes", "transformer_engine", "pynvml",
-            "flash_attention_2", "dali", "cupy", "pycuda", "tensorrt", "cuda", "amp_C", "syncbn",
-            "fast_layer_norm", "dropout_layer_norm", "fused_dense_lib", "rotary_emb", "ft_attention", "_lib", "flash-attn", "transformer-engine",
-            "nvidia-ml-py", "_available", "cutlass"),
+    tokens=_TOKENS,
     python_ast=PackagesVisitor,
     description="Switches Hugging Face models from the flash-attn implementation to `\"sdpa\"`, "
     "which runs on NVIDIA and AMD through PyTorch's own kernels.",

@@ -74,3 +74,24 @@ def test_kept_fallback_moves_nested_blocks_with_their_continuation_lines() -> No
     out = fixed(src, family="packages")
     assert out == ("# the portable norm\nclass RMSNorm:\n    def __init__(self, eps=1e-6):\n"
                    "        self.eps = (eps,\n              2)\n\n\nprint(RMSNorm)\n")
+
+
+def test_prefilter_tokens_cover_every_name_a_rule_needs() -> None:
+    from porter.codemods import packages as p
+
+    fam = registry.family("packages")
+    assert fam is not None
+    for module in p._ALL_MODULES:  # imports, uses, gates, re-exports, by-name imports
+        assert fam.matches(f"import {module}\n", "python"), module
+    for key in p._HELPER_PACKAGES:  # transformers-style helpers
+        assert fam.matches(f"from transformers.utils import is_{key}_available\n", "python"), key
+    # broad words that no rule needs no longer select a file
+    assert not fam.matches("x = torch._lib.load()\nif is_torch_available():\n    pass\n", "python")
+
+
+def test_probe_and_switch_spellings_the_old_prefilter_missed() -> None:
+    # a distribution name is matched case-insensitively: the probe's module is what the text must hold
+    probe = "import importlib.metadata\nv = importlib.metadata.version('Flash-Attn')\n"
+    assert [f.code for f in findings(probe, family="packages")] == ["PRT023"]
+    switch = "build_model(use_flash_attention=True)\n"
+    assert [f.code for f in findings(switch, family="packages")] == ["PRT032"]

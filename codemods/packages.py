@@ -113,7 +113,7 @@ _BY_DIST = {p.dist: p for p in PACKAGES} | {"cupy-cuda": _BY_MODULE["cupy"], "to
 
 def package_of(qualname: str | None) -> Package | None:
     """The CUDA-only package a qualified name belongs to, if any."""
-    if not qualname:
+    if not qualname or qualname.split(".", 1)[0] not in _ROOTS:
         return None
     for module, pkg in _ALL_MODULES.items():
         if qualname == module or qualname.startswith(module + "."):
@@ -630,7 +630,7 @@ class PackagesVisitor(AstVisitor):
             self._use(*self.span(node), pkg, qual or "")
 
     def visit_Name(self, node: ast.Name) -> None:
-        if id(node) in self._skip:
+        if id(node) in self._skip or not self._in_package(node.id):
             return
         self._name_use(node.id, *self.span(node))
 
@@ -649,6 +649,8 @@ class PackagesVisitor(AstVisitor):
 
     # names that are identifiers, not expressions, in ``ast`` (LibCST reads them as names)
     def visit_Global(self, node: ast.Global | ast.Nonlocal) -> None:
+        if not any(self._in_package(name) for name in node.names):
+            return
         start, end = self.span(node)
         i = start + (len("global") if isinstance(node, ast.Global) else len("nonlocal"))
         for m in _IDENT.finditer(self.ctx.text, i, end):
@@ -657,7 +659,7 @@ class PackagesVisitor(AstVisitor):
     visit_Nonlocal = visit_Global
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
-        if node.name is None or node.type is None:
+        if node.name is None or node.type is None or not self._in_package(node.name):
             return
         _, type_end = self._unparen(node.type, self.span(node)[0])
         text = self.ctx.text
@@ -668,7 +670,7 @@ class PackagesVisitor(AstVisitor):
 
     def visit_MatchAs(self, node: ast.AST) -> None:
         name = getattr(node, "name", None)
-        if name:
+        if name and self._in_package(name):
             _, end = self.span(node)
             self._name_use(name, end - len(name), end)
 
@@ -676,7 +678,7 @@ class PackagesVisitor(AstVisitor):
 
     def visit_MatchMapping(self, node: ast.AST) -> None:
         rest = getattr(node, "rest", None)
-        if rest:
+        if rest and self._in_package(rest):
             start, end = self.span(node)
             stars = self.ctx.text.rfind("**", start, end)
             m = _IDENT.search(self.ctx.text, stars + 2, end) if stars >= 0 else None
@@ -686,6 +688,8 @@ class PackagesVisitor(AstVisitor):
     def visit_MatchClass(self, node: ast.AST) -> None:
         text = self.ctx.text
         for key, pattern in zip(getattr(node, "kwd_attrs", ()), getattr(node, "kwd_patterns", ()), strict=False):
+            if not self._in_package(key):
+                continue
             pstart, _ = self.span(pattern)
             eq = text.rfind("=", 0, pstart)
             m = next((m for m in _IDENT.finditer(text, text.rfind(key, 0, eq), eq) if m.group() == key), None)
@@ -716,7 +720,7 @@ class PackagesVisitor(AstVisitor):
         if legacy is not None:
             self._legacy_switch(node, legacy, impl)
         for kw in node.keywords:
-            if kw.arg is not None and kw.arg != "use_flash_attention_2" and _SWITCH_NAME.match(kw.arg) \
+            if kw.arg is not None and "flash" in kw.arg and kw.arg != "use_flash_attention_2" and _SWITCH_NAME.match(kw.arg) \
                     and _is_true(kw.value):
                 self._plumbing(kw, f"`{kw.arg}=True` passed to `{self._func_source(node)}`")
 
@@ -848,6 +852,12 @@ class PackagesVisitor(AstVisitor):
 
     def _dynamic_import(self, node: ast.Call) -> None:
         func = node.func
+        if isinstance(func, ast.Name):
+            # a plain name resolves only through an import (or is `__import__`, or a stdlib root)
+            name = func.id
+            if name not in self.imports.bindings and name not in self.imports.rebinds and \
+                    name != "__import__" and name not in _STDLIB_ROOTS:
+                return
         text = ast_dotted(func)
         if text is not None and "." in text:
             # every callee below ends with one of these names (resolving keeps the last one)

@@ -30,7 +30,7 @@ from .config import Settings
 from .discovery import Discovery, SourceRef, discover, is_within
 from .engine import FixOutcome, Stage, analyze, fix
 from .findings import Finding
-from .framework import RepoFacts
+from .framework import RepoFacts, load
 from .patchset import FileChange, Patch, PatchSeries
 from .safewrite import RootWriter, WriteRefused, content_digest
 from .textio import READ_FLAGS, Decoded, SourceError, atomic_write, read_bounded, read_source
@@ -638,7 +638,7 @@ def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | No
             continue
         rels = [r.relpath for r in (refs if tree is None else tree) if r.language in fam.languages]
         try:
-            extra.update(fam.repo_facts(root, rels))
+            extra.update(load(fam.repo_facts)(root, rels))
         except Exception:  # noqa: BLE001 - a failing pre-scan must not stop the run
             continue
     return RepoFacts(pins=pins, manifests=tuple(sorted(manifest_texts)), scopes=scopes, extra=extra)

@@ -27,12 +27,11 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from porter.codemods.devices import DeviceModule, device_module
 from porter.codemods.telemetry import _VIS, NAME, NONE, SAFE, UNSAFE
 from porter.findings import Applicability
 from porter.framework import PyContext, PyVisitor
 from porter.pyimports import dotted
-
-from porter.codemods.devices import DeviceModule, device_module
 
 # pynvml name -> (rule code, base applicability) for calls porter can rewrite
 _DIRECT = {

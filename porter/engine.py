@@ -339,7 +339,7 @@ def _gate_context(settings: Settings, facts: RepoFacts | None) -> Any:
     from .gate import GateContext
 
     facts = facts or RepoFacts()
-    extra = facts.extra if isinstance(facts.extra, dict) else dict(facts.extra)
+    extra = facts.extra
     return GateContext(
         pins=dict(facts.pins), has_manifest=facts.scope is not None, manifest=facts.scope or "",
         local_modules=frozenset(extra.get("local_modules", ())), unsafe=settings.unsafe_fixes,

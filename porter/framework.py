@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 import importlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -40,6 +40,90 @@ def __getattr__(name: str) -> Any:
 
         return getattr(pycst, name)
     raise AttributeError(name)
+
+
+class LazyFacts(Mapping[str, Any]):
+    """``RepoFacts.extra`` whose cross-file entries are gathered only when a rule asks for one.
+
+    The eager entries are cheap (file lists, pins). The producers read the whole tree (every
+    Python file for Hugging Face attention dispatch and cross-module imports, every header for
+    warp macros): a pre-commit check of one ordinary file never pays for them. ``touched`` says
+    whether anything asked for a produced entry since it was last reset (the per-file cache keys
+    such a file's result on the produced facts, and a file that never asked on nothing).
+    """
+
+    def __init__(self, eager: Mapping[str, Any], producers: Sequence[Callable[[], Mapping[str, Any]]] = ()) -> None:
+        self._data: dict[str, Any] = dict(eager)
+        self._eager = frozenset(self._data)
+        self._producers = list(producers)
+        self.touched: set[str] = set()  # produced entries asked for (or "*": all of them)
+
+    def force(self) -> None:
+        while self._producers:
+            self._data.update(self._producers.pop(0)())
+
+    @property
+    def produced(self) -> dict[str, Any]:
+        """The entries the producers gave (forces them)."""
+        self.force()
+        return {k: v for k, v in self._data.items() if k not in self._eager}
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._eager:
+            self.touched.add(key)
+            self.force()
+        return self._data[key]
+
+    def __contains__(self, key: object) -> bool:
+        if key not in self._eager:
+            self.touched.add(str(key))
+            self.force()
+        return key in self._data
+
+    def __iter__(self) -> Iterator[str]:
+        self.touched.add("*")
+        self.force()
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        self.touched.add("*")
+        self.force()
+        return len(self._data)
+
+    def digests(self, keys: Iterable[str]) -> dict[str, str]:
+        """A stable digest of each produced entry named (``"*"``: all of them together)."""
+        import hashlib
+
+        self.force()
+        out = {}
+        for key in sorted(keys):
+            value = self.produced if key == "*" else self._data.get(key)
+            out[key] = hashlib.blake2b(repr(stable(value)).encode(), digest_size=8).hexdigest()
+        return out
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # a worker process gets the facts computed once here, still telling touched entries apart
+        self.force()
+        eager = {k: v for k, v in self._data.items() if k in self._eager}
+        return (_rebuild_lazy, (eager, self.produced))
+
+
+def stable(value: Any) -> Any:
+    """``value`` with sets sorted and mappings ordered, so its repr is the same in every process
+    (a cache key must not depend on the hash seed)."""
+    if isinstance(value, Mapping):
+        return sorted((repr(k), stable(v)) for k, v in value.items())
+    if isinstance(value, (set, frozenset)):
+        return sorted(repr(stable(v)) for v in value)
+    if isinstance(value, (list, tuple)):
+        return [stable(v) for v in value]
+    return value
+
+
+def _rebuild_lazy(eager: Mapping[str, Any], produced: Mapping[str, Any]) -> LazyFacts:
+    facts = LazyFacts(eager, [lambda: produced])
+    facts.force()
+    return facts
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from porter.framework import Family, FileContext, PyVisitor, rule
 
 from ._warp_analysis import HEADER, LOGICAL, PHYSICAL, Analyser, Site, analyse
 from ._warp_preproc import CUDA, HIP, scan
+from ._warp_reach import OVERLOAD_DECL, hip_unreached_headers
 
 NAME = "warp_size"
 
@@ -211,6 +212,7 @@ def _strategy(ctx: FileContext) -> str:
 SHIMS_FACT = "warp_hip_shims"
 PLATFORM_FACT = "warp_platform_macros"
 WARP_HEADERS_FACT = "warp_collective_headers"
+UNREACHED_FACT = "warp_hip_unreached_headers"
 _RAW_COLLECTIVE = re.compile(rb"\b(__shfl(?:_up|_down|_xor)?(?:_sync)?|__ballot(?:_sync)?|__any_sync|__all_sync|"
                              rb"__activemask|__syncwarp)\s*\(")
 _LOCAL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
@@ -231,6 +233,7 @@ def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
     names: set[str] = set()
     where: dict[str, set[str]] = {}
     collective: dict[str, set[str]] = {}
+    overloads: list[str] = []
     for rel in relpaths:
         if not rel.endswith((".h", ".cuh", ".hpp", ".hh", ".hxx", ".inl")):
             continue
@@ -242,6 +245,8 @@ def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
                 data = fh.read(1 << 20)
         except OSError:
             continue
+        if OVERLOAD_DECL.search(data):
+            overloads.append(rel)
         called = {m.group(1).decode() for m in _RAW_COLLECTIVE.finditer(data)}
         if called:
             collective[posixpath.basename(rel)] = called
@@ -264,6 +269,10 @@ def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
     one = tuple(sorted((n, next(iter(c))) for n, c in where.items() if len(c) == 1))
     if one:
         out[PLATFORM_FACT] = one
+    if overloads:
+        unreached = hip_unreached_headers(root, relpaths, overloads, dict(one))
+        if unreached:
+            out[UNREACHED_FACT] = tuple(sorted(unreached.items()))
     return out
 
 
@@ -284,7 +293,26 @@ def check_cuda(ctx: FileContext) -> list[Finding]:
         a = analyse(ctx.text, LOGICAL, ctx.cache, shims, known, includes_warp)
         extra.append(ctx.finding("PRT523", f"physical warp strategy not applied to this file ({why} at line "
                                  f"{ctx.position(pos)[0]}); porter used the logical 32-lane warp instead.", pos, pos))
+    unreached = dict(ctx.facts.extra.get(UNREACHED_FACT, ()))
+    if ctx.relpath in unreached:
+        _unreached_overloads(a.sites, unreached[ctx.relpath])
     return extra + _to_findings(ctx, a.sites, a) + _jit_sources(ctx)
+
+
+def _unreached_overloads(sites: list[Site], macros: tuple[str, ...]) -> None:
+    """PRT524 in a header that no HIP-compiled file of the tree includes becomes a note."""
+    if macros:
+        names = ", ".join(f"`{m}`" for m in macros[:3])
+        why = (f"every `#include` of this header in the tree sits under a condition on {names}, which nothing "
+               "in the tree defines (no `#define`, no build-script or documented flag), so no HIP build of this "
+               "tree compiles it")
+    else:
+        why = "every `#include` of this header in the tree sits in a branch the HIP build does not compile"
+    for s in sites:
+        if s.code == "PRT524" and not s.edits:
+            s.info = True
+            s.message += (f" Not actionable in this tree: {why}. If a build of yours defines it for AMD, rename the "
+                          "overload before HIPify.")
 
 
 _RAW_STRING = re.compile(r'\bR"([^()\\\s]{0,16})\((.*?)\)\1"', re.S)

@@ -276,7 +276,10 @@ def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
     if broadcasts:
         out[BROADCAST_FACT] = tuple(sorted(broadcasts.items()))
     if overloads:
-        unreached = hip_unreached_headers(root, relpaths, overloads, dict(one))
+        try:
+            unreached = hip_unreached_headers(root, relpaths, overloads, dict(one))
+        except Exception:  # noqa: BLE001 - a hostile or odd tree: keep the other facts, report PRT524 as errors
+            unreached = {}
         if unreached:
             out[UNREACHED_FACT] = tuple(sorted(unreached.items()))
     return out

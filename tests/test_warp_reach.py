@@ -141,3 +141,16 @@ def test_project_macro_names() -> None:
     assert project_macro("LIB_USE_OTHERFW")
     assert not any(project_macro(n) for n in ("CUDA_VERSION", "__CUDACC__", "USE_ROCM", "TORCH_VERSION",
                                               "_MSC_VER", "NDEBUG"))
+
+
+def test_a_failing_reachability_scan_keeps_the_other_facts(tmp_path: Path, monkeypatch) -> None:
+    from porter.codemods import warp_size
+
+    def boom(*_a, **_k):
+        raise RecursionError("deep include chain")
+
+    _backend_tree(tmp_path, **{"csrc/common/hip_shim.h": "#ifdef USE_ROCM\n#define __any_sync(m, v) __any(v)\n#endif\n"})
+    monkeypatch.setattr(warp_size, "hip_unreached_headers", boom)
+    rels = [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()]
+    facts = warp_size.repo_facts(tmp_path, rels)
+    assert facts[warp_size.SHIMS_FACT] == ("__any_sync",) and warp_size.UNREACHED_FACT not in facts

@@ -384,6 +384,19 @@ class Analyser:
                         r"__shfl(?:_up|_down|_xor)?(?:_sync)?|__ballot(?:_sync)?|__any_sync|__all_sync|"
                         r"__activemask|__syncwarp", b.strip()):
                     self.aliases[n] = b.strip()
+        if self.aliases and self.scan is not None:
+            # a name the HIP branch defines as a function-like macro of its own (`#ifdef USE_ROCM /
+            # #define SHFL(mask, v, l) __shfl(v, l) / #else / #define SHFL __shfl_sync`) is a per-platform
+            # port: the CUDA alias says nothing about AMD (the HIP side is checked by _warp_hip_alias)
+            hip_fn = set()
+            for i, line in enumerate(self.scan.lines):
+                st = self.scan.status[i] if i < len(self.scan.status) else None
+                m = re.match(r"[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(", line)
+                if m and st is not None and st[HIP] != 0 and st[CUDA] == 0:
+                    hip_fn.add(m.group(1))
+            for n in hip_fn & set(self.aliases):
+                if n not in self.hsym.defines:
+                    del self.aliases[n]
         # function-like macros whose bodies call raw warp intrinsics
         changed = True
         while changed:

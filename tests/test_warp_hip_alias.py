@@ -72,3 +72,18 @@ def test_alias_table_and_lane_indices() -> None:
     assert lane_index_32("31", body, value) and lane_index_32("i", body, value)
     assert lane_index_32("t & 31", body, value)
     assert not lane_index_32("j", body, value) and not lane_index_32("32", body, value)
+
+
+def test_a_cuda_alias_that_hip_defines_as_its_own_macro_is_not_reported_for_amd() -> None:
+    """`#define UP __shfl_up_sync` for CUDA next to a HIP function-like macro: the call's 32-bit mask is
+    CUDA's business (HIP never sees `__shfl_up_sync` there), and this guarded up-scan is right at width 64."""
+    src = ("#ifdef USE_ROCM\n#define UP(mask, v, d) __shfl_up(v, d)\n#else\n#define UP __shfl_up_sync\n#endif\n"
+           "__global__ void scan32(const float* in, float* out) {\n"
+           "  int t = blockDim.x * blockIdx.x + threadIdx.x;\n  int lane = t & (32 - 1);\n  float v = in[t];\n"
+           "  for (int i = 1; i < 32; i *= 2) {\n    float o = UP(0xffffffff, v, i);\n    if (lane >= i) v += o;\n"
+           "  }\n  out[t] = v;\n}\n")
+    assert findings(src, "k.cu", family="warp_size") == []
+    # without the HIP macro the alias is all there is: the 32-bit mask reaches HIP and is reported
+    plain = src.replace("#ifdef USE_ROCM\n#define UP(mask, v, d) __shfl_up(v, d)\n#else\n", "").replace(
+        "#endif\n__global__", "__global__")
+    assert "PRT501" in [f.code for f in findings(plain, "k.cu", family="warp_size")]

@@ -37,7 +37,7 @@ from pathlib import Path
 from ._warp_preproc import HIP, _builtin, scan
 
 HEADER_EXT = (".h", ".cuh", ".hpp", ".hh", ".hxx", ".inl")
-CXX_EXT = HEADER_EXT + (".cu", ".hip", ".cpp", ".cc", ".cxx", ".c", ".cxx")
+CXX_EXT = HEADER_EXT + (".cu", ".hip", ".cpp", ".cc", ".cxx", ".c")
 _READ_CAP = 1 << 20
 _WALK_CAP = 50_000
 
@@ -163,8 +163,8 @@ class Reach:
                 seen += 1
                 if seen > _WALK_CAP:
                     break
-                if fn not in _BUILD_NAMES and not fn.endswith(_BUILD_EXT):
-                    continue
+                if fn not in _BUILD_NAMES and not fn.endswith(_BUILD_EXT + CXX_EXT):
+                    continue  # C/C++ files outside the run (ignored or excluded folders) may still define it
                 rel = os.path.relpath(os.path.join(dirpath, fn), root).replace(os.sep, "/")
                 text = self.text(rel)
                 if text is not None:
@@ -195,7 +195,9 @@ class Reach:
             for fn, text in self._other_files():
                 if name not in text:
                     continue
-                if fn.endswith((".py", ".pyx")):
+                if fn.endswith(CXX_EXT):
+                    code = _NOT_A_DEFINITION.sub("", _C_COMMENT.sub(" ", text))
+                elif fn.endswith((".py", ".pyx")):
                     code = _py_code(text)
                 elif fn.endswith(_HASH_COMMENT_EXT) or fn in ("CMakeLists.txt", "Makefile", "makefile",
                                                               "GNUmakefile", "BUILD", "WORKSPACE", "meson.build",

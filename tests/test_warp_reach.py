@@ -154,3 +154,9 @@ def test_a_failing_reachability_scan_keeps_the_other_facts(tmp_path: Path, monke
     rels = [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()]
     facts = warp_size.repo_facts(tmp_path, rels)
     assert facts[warp_size.SHIMS_FACT] == ("__any_sync",) and warp_size.UNREACHED_FACT not in facts
+
+
+def test_a_definition_in_a_folder_outside_the_run_still_counts(tmp_path: Path) -> None:
+    _backend_tree(tmp_path, **{"third_party/cfg/other.h": "#define LIB_USE_OTHERFW\n"})
+    rels = [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file() and "third_party" not in str(p)]
+    assert Reach(tmp_path, rels).defined_in_tree("LIB_USE_OTHERFW")

@@ -384,6 +384,19 @@ class Analyser:
                         r"__shfl(?:_up|_down|_xor)?(?:_sync)?|__ballot(?:_sync)?|__any_sync|__all_sync|"
                         r"__activemask|__syncwarp", b.strip()):
                     self.aliases[n] = b.strip()
+        if self.aliases and self.scan is not None:
+            # a name the HIP branch defines as a function-like macro of its own (`#ifdef USE_ROCM /
+            # #define SHFL(mask, v, l) __shfl(v, l) / #else / #define SHFL __shfl_sync`) is a per-platform
+            # port: the CUDA alias says nothing about AMD (the HIP side is checked by _warp_hip_alias)
+            hip_fn = set()
+            for i, line in enumerate(self.scan.lines):
+                st = self.scan.status[i] if i < len(self.scan.status) else None
+                m = re.match(r"[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(", line)
+                if m and st is not None and st[HIP] != 0 and st[CUDA] == 0:
+                    hip_fn.add(m.group(1))
+            for n in hip_fn & set(self.aliases):
+                if n not in self.hsym.defines:
+                    del self.aliases[n]
         # function-like macros whose bodies call raw warp intrinsics
         changed = True
         while changed:
@@ -1293,10 +1306,53 @@ class Analyser:
                           "picks a 32-lane warp: consistent with porter's logical warp; a physical-warp port "
                           "must use porter::host_warp_size() and the matching template instantiation.")
 
+    _BARRIER_CALL = re.compile(r"(?:^|[;{}\n])\s*(__syncwarp|__syncthreads|porter_syncwarp)\s*\([^;()]*\)\s*;")
+    _STEP = re.compile(r"\[\s*(\w+)\s*\+\s*(\w+)\s*\]")
+
+    def _barrier_separated(self, f: Func) -> bool:
+        """Every step of ``f``'s unrolled tree is its own top-level statement, separated from the
+        next step by an explicit ``__syncwarp``/``__syncthreads`` statement.
+
+        Such a tree does not rely on implicit warp lockstep, and its step count is fixed by the
+        data it reduces (the caller picks the threads), so it is the same on any wavefront.
+        """
+        body = f.node.child_by_field_name("body")
+        if body is None:
+            return False
+        stmts = [c for c in body.named_children if c.type != "comment"]
+        steps = []
+        for i, st in enumerate(stmts):
+            text = self.t(st)
+            offs = [m.group(2) for m in self._STEP.finditer(text) if self.tainted(m.group(1), f)]
+            if any(self.sym.value(o) is not None for o in offs):
+                steps.append(i)
+            elif offs or (self._STEP.search(text) and st.type not in ("expression_statement", "if_statement",
+                                                                        "declaration")):
+                return False  # a computed offset or a step inside a loop/block: not a plain unrolled tree
+        if len(steps) < 2:
+            return False
+        original = getattr(self, "original", self.text)
+        for a, b in zip(steps, steps[1:], strict=False):
+            lo, hi = self.c(stmts[a].end_byte), self.c(stmts[b].start_byte)
+            between = _uncomment(original[lo:hi])
+            ok = False
+            for m in self._BARRIER_CALL.finditer(between):
+                line = original.count("\n", 0, lo + m.start(1))
+                # a barrier CUDA compiles; a human HIP branch may leave it out on purpose (a
+                # wavefront runs in lockstep), which is the port's choice, not a 32-lane assumption
+                if self.scan is None or line >= len(self.scan.status) or self.scan.status[line][CUDA] != 0:
+                    ok = True
+                    break
+            if not ok:
+                return False
+        return True
+
     def _volatile_trees(self) -> None:
         for f in self.funcs:
             if f.kind == "host" or not (f.raw_warp or re.search(r"\bvolatile\b", self.t(f.node))):
                 continue
+            if self._barrier_separated(f):
+                continue  # explicitly synchronised between steps: consistent on any wavefront
             for sub in self.within("sub", f):
                 idx = sub.child_by_field_name("indices")
                 it = self.t(idx) if idx is not None else ""

@@ -13,13 +13,14 @@ PyTorch's own ``TORCH_NCCL_*`` variables behave the same on both builds.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 
-import libcst as cst
-
 from porter.findings import Category, Finding, Severity
-from porter.framework import Family, FileContext, PyVisitor, rule
+from porter.framework import Family, FileContext, PyContext, rule
+from porter.pyast import AstVisitor
+from porter.pyast_strings import literal_parts
 
 NAME = "distributed"
 
@@ -156,30 +157,50 @@ def _finding(ctx: FileContext, var: str, start: int, where: str) -> Finding:
 # -- Python ----------------------------------------------------------------------------------------
 
 
-class DistributedVisitor(PyVisitor):
-    """A string that is exactly an NCCL_* name (``os.environ["NCCL_..."]``, ``getenv``, env dicts)."""
+class DistributedVisitor(AstVisitor):
+    """A string that is exactly an NCCL_* name (``os.environ["NCCL_..."]``, ``getenv``, env dicts).
+
+    Every literal counts on its own, also inside an implicit concatenation; f-string text does
+    not, the literals in its replacement fields do."""
 
     family = NAME
 
-    def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        try:
-            value = node.evaluated_value
-        except Exception:  # noqa: BLE001 - odd prefixes
-            return
-        if not isinstance(value, str):
-            return
-        var = value.split("=", 1)[0]
-        if not _VAR.match(var):
-            return
-        start, _ = self.span(node)
-        start += len(node.prefix) + len(node.quote)
-        self.findings.append(_finding(self.ctx, var, start, "in the environment"))
+    def __init__(self, ctx: PyContext) -> None:
+        super().__init__(ctx)
+        self._text_parts: set[int] = set()  # ids of f-string text (Constant values of a JoinedStr)
+        self._specs: set[int] = set()  # ids of format specs (JoinedStr that are no literal)
 
-    def visit_Arg(self, node: cst.Arg) -> None:
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> None:
+        if node.format_spec is not None:
+            self._specs.add(id(node.format_spec))
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+        hit = False
+        for value in node.values:
+            if isinstance(value, ast.Constant):
+                self._text_parts.add(id(value))
+                hit = hit or "NCCL_" in value.value
+        if hit and id(node) not in self._specs:
+            self._scan(node)  # plain literals concatenated with the f-string
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        value = node.value
+        if type(value) is str and "NCCL_" in value and id(node) not in self._text_parts:
+            self._scan(node)
+
+    def _scan(self, node: ast.Constant | ast.JoinedStr) -> None:
+        for part in literal_parts(self.ctx, node):
+            if not isinstance(part.value, str):
+                continue
+            var = part.value.split("=", 1)[0]
+            if _VAR.match(var):
+                self.findings.append(_finding(self.ctx, var, part.body_start, "in the environment"))
+
+    def visit_keyword(self, node: ast.keyword) -> None:
         # os.environ.update(NCCL_DEBUG="INFO"), dict(NCCL_ALGO="Tree")
-        if node.keyword is not None and _VAR.match(node.keyword.value):
-            start, _ = self.span(node.keyword)
-            self.findings.append(_finding(self.ctx, node.keyword.value, start, "in the environment"))
+        if node.arg is not None and _VAR.match(node.arg):
+            start, _ = self.span(node)
+            self.findings.append(_finding(self.ctx, node.arg, start, "in the environment"))
 
 
 # -- shell, Dockerfile, YAML ---------------------------------------------------------------------
@@ -231,7 +252,7 @@ FAMILY = Family(
     order=70,
     rules=RULES,
     tokens=("NCCL_",),
-    python=DistributedVisitor,
+    python_ast=DistributedVisitor,
     checkers={"shell": check_shell, "dockerfile": check_dockerfile, "yaml": check_yaml,
               "conda": check_yaml},
     description="Reports NCCL_* settings with what they mean on RCCL; changes nothing.",

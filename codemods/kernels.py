@@ -9,15 +9,17 @@ and NVIDIA library headers. Warp-size hazards inside kernels are the ``warp_size
 
 from __future__ import annotations
 
+import ast
 import posixpath
+import re
 from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
-import libcst as cst
-
 from porter.findings import Applicability, Category, Finding, Severity
-from porter.framework import Family, FileContext, PyVisitor, rule
+from porter.framework import Family, FileContext, PyContext, rule
+from porter.pyast import AstVisitor
+from porter.pyast_strings import literal_parts
 
 NAME = "kernels"
 
@@ -136,166 +138,193 @@ RULES = (
 # -- Python --------------------------------------------------------------------------------------
 
 
-def _strings(expr: cst.CSTNode) -> Iterator[str]:
-    """Every plain string literal value inside ``expr`` (lists, calls, joins...)."""
-    stack: list[cst.CSTNode] = [expr]
+def _strings(ctx: PyContext, expr: ast.AST) -> list[str]:
+    """Every plain string literal value inside ``expr`` (lists, calls, joins...), last first.
+
+    Each literal of an implicit concatenation counts on its own; f-string text does not, the
+    literals inside its replacement fields do."""
+    found: list[tuple[int, str]] = []
+    stack: list[ast.AST] = [expr]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.SimpleString):
-            try:
-                value = node.evaluated_value
-            except Exception:  # noqa: BLE001
-                continue
-            if isinstance(value, str):
-                yield value
+        if isinstance(node, (ast.Constant, ast.JoinedStr)):
+            if isinstance(node, ast.JoinedStr) or isinstance(node.value, (str, bytes)):
+                found.extend((p.start, p.value) for p in literal_parts(ctx, node) if isinstance(p.value, str))
+            if isinstance(node, ast.JoinedStr):
+                stack.extend(_fields(node))
             continue
-        stack.extend(node.children)
+        stack.extend(ast.iter_child_nodes(node))
+    found.sort(key=lambda item: item[0])
+    return [value for _, value in reversed(found)]
+
+
+def _fields(joined: ast.JoinedStr) -> list[ast.AST]:
+    """The expressions of an f-string's replacement fields (format specs included)."""
+    out: list[ast.AST] = []
+    for value in joined.values:
+        if isinstance(value, ast.FormattedValue):
+            out.append(value.value)
+            if isinstance(value.format_spec, ast.JoinedStr):
+                out.extend(_fields(value.format_spec))
+    return out
 
 
 def _is_cuda_file(name: str) -> bool:
     return name.lower().endswith((".cu", ".cuh"))
 
 
-def _kwarg(call: cst.Call, name: str, position: int | None = None) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
+def _kwarg(call: ast.Call, name: str, position: int | None = None) -> ast.expr | None:
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
     if position is not None:
-        positional = [a for a in call.args if a.keyword is None and not a.star]
+        positional = [a for a in call.args if not isinstance(a, ast.Starred)]
         if len(positional) > position:
-            return positional[position].value
+            return positional[position]
     return None
 
 
-def _is_true(expr: cst.BaseExpression | None) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "True"
+def _is_true(expr: ast.expr | None) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value is True
 
 
-def _is_none(expr: cst.BaseExpression | None) -> bool:
-    return expr is None or (isinstance(expr, cst.Name) and expr.value == "None")
+def _is_none(expr: ast.expr | None) -> bool:
+    return expr is None or (isinstance(expr, ast.Constant) and expr.value is None)
 
 
-def _ext_name(call: cst.Call) -> str:
+def _ext_name(ctx: PyContext, call: ast.Call) -> str:
     name = _kwarg(call, "name", 0)
-    if isinstance(name, cst.SimpleString):
-        value = name.evaluated_value
-        if isinstance(value, str):
-            return value
+    if isinstance(name, ast.Constant) and isinstance(name.value, str):
+        parts = literal_parts(ctx, name)
+        if len(parts) == 1 and isinstance(parts[0].value, str):
+            return parts[0].value
     return "?"
 
 
 CUPY_KERNELS = {"RawKernel", "RawModule", "ElementwiseKernel", "ReductionKernel"}
+_DEF = re.compile(r"(?:async[ \t\f\\\r\n]+)?def[ \t\f\\\r\n]+")
+_EXTRA_CUDA = "triton.language.extra.cuda"
 
 
-class KernelsVisitor(PyVisitor):
+class KernelsVisitor(AstVisitor):
     family = NAME
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def __init__(self, ctx: PyContext) -> None:
+        super().__init__(ctx)
+        self._warps: list[ast.keyword] = []
+        self._skip: set[int] = set()
+        self._triton: bool | None = None  # does any import reach triton (PRT867 needs one)
+
+    def visit_Call(self, node: ast.Call) -> None:
         qual = self.qualname(node.func)
         if qual is None:
-            if isinstance(node.func, cst.Subscript):
+            if isinstance(node.func, ast.Subscript):
                 self._num_warps(node, launch=True)
             return
         if qual == f"{CPP_EXT}.load_inline":
             cuda = _kwarg(node, "cuda_sources", 2)
             if not _is_none(cuda) or _is_true(_kwarg(node, "with_cuda")):
-                self.report(node, "PRT860", f"load_inline extension '{_ext_name(node)}' compiles CUDA "
-                            "sources at run time (hipified on ROCm); port or replace its kernels",
+                self.report(node, "PRT860", f"load_inline extension '{_ext_name(self.ctx, node)}' compiles "
+                            "CUDA sources at run time (hipified on ROCm); port or replace its kernels",
                             fix=Applicability.NONE)
         elif qual == f"{CPP_EXT}.load":
             sources = _kwarg(node, "sources", 1)
-            cu = [s for s in _strings(sources) if _is_cuda_file(s)] if sources is not None else []
+            cu = [s for s in _strings(self.ctx, sources) if _is_cuda_file(s)] if sources is not None else []
             if cu or _is_true(_kwarg(node, "with_cuda")) or _kwarg(node, "extra_cuda_cflags") is not None:
                 what = ", ".join(posixpath.basename(s) for s in cu) or "CUDA sources"
-                self.report(node, "PRT861", f"cpp_extension.load '{_ext_name(node)}' JIT-compiles {what} "
-                            "(hipified on ROCm); port or replace its kernels", fix=Applicability.NONE)
+                self.report(node, "PRT861", f"cpp_extension.load '{_ext_name(self.ctx, node)}' JIT-compiles "
+                            f"{what} (hipified on ROCm); port or replace its kernels", fix=Applicability.NONE)
         elif qual == f"{CPP_EXT}.CUDAExtension":
             sources = _kwarg(node, "sources", 1)
-            cu = [s for s in _strings(sources) if _is_cuda_file(s)] if sources is not None else []
+            cu = [s for s in _strings(self.ctx, sources) if _is_cuda_file(s)] if sources is not None else []
             count = f"{len(cu)} .cu source(s)" if cu else "sources not listed literally"
-            self.report(node, "PRT862", f"CUDAExtension '{_ext_name(node)}' ({count}): custom CUDA kernels "
+            ext = _ext_name(self.ctx, node)
+            self.report(node, "PRT862", f"CUDAExtension '{ext}' ({count}): custom CUDA kernels "
                         "to port; torch hipifies them on a ROCm build", fix=Applicability.NONE,
-                        data={"extension": _ext_name(node), "cu_sources": len(cu)})
+                        data={"extension": ext, "cu_sources": len(cu)})
         elif qual.startswith("cupy.") and qual.rsplit(".", 1)[-1] in CUPY_KERNELS:
             self.report(node, "PRT863", f"{qual}: CUDA C++ source compiled at run time (hipRTC on CuPy's "
                         "ROCm build); port the source or rewrite it", fix=Applicability.NONE)
         elif qual == "triton.Config":
             self._num_warps(node, launch=False)
-        elif qual in {"triton.language.inline_asm_elementwise"}:
+        elif qual == "triton.language.inline_asm_elementwise":
             self.report(node, "PRT865", "tl.inline_asm_elementwise carries PTX, which the AMD backend "
                         "cannot compile", fix=Applicability.NONE)
-        elif qual in {"pycuda.compiler.SourceModule"}:
+        elif qual == "pycuda.compiler.SourceModule":
             self.report(node, "PRT869", "PyCUDA SourceModule: PyCUDA has no ROCm support; move the kernel "
                         "to load_inline, Triton or PyTorch", fix=Applicability.NONE)
 
-    def _num_warps(self, node: cst.Call, *, launch: bool) -> None:
-        if launch and not any(b.target.split(".")[0] == "triton" for b in self.ctx.imports.statements):
+    def _num_warps(self, node: ast.Call, *, launch: bool) -> None:
+        if launch and not any(b.target.split(".")[0] == "triton" for b in self.ctx.ast_imports.statements):
             return
-        warps: list[cst.Arg] = self.__dict__.setdefault("_warps", [])
-        warps.extend(a for a in node.args if a.keyword is not None and a.keyword.value == "num_warps")
+        self._warps.extend(kw for kw in node.keywords if kw.arg == "num_warps")
 
-    def leave_Module(self, original_node: cst.Module) -> None:
-        warps: list[cst.Arg] = self.__dict__.get("_warps", [])
+    def leave_Module(self, node: ast.Module) -> None:
+        warps = self._warps
         if warps:  # one finding per file: the retuning is per file, not per config line
-            values = sorted({self.code(a.value) for a in warps})
+            values = sorted({self.code(kw.value) for kw in warps})
             shown = ", ".join(values[:6]) + (", ..." if len(values) > 6 else "")
             self.report(warps[0], "PRT866", f"{len(warps)} num_warps setting(s) in this file ({shown}) assume "
                         "32-lane warps; on AMD a wavefront has 64 lanes: retune the configs",
                         fix=Applicability.NONE, data={"count": len(warps)})
 
-    def visit_Import(self, node: cst.Import) -> None:
-        self._imports = getattr(self, "_imports", 0) + 1
-
-    def leave_Import(self, original_node: cst.Import) -> None:
-        self._imports -= 1
-
-    def leave_ImportFrom(self, original_node: cst.ImportFrom) -> None:
-        self._imports -= 1
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        skip: set[int] = self.__dict__.setdefault("_skip", set())
-        if id(node) in skip or getattr(self, "_imports", 0):
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        skip = self._skip
+        if id(node) in skip:
             skip.add(id(node.value))
             return
+        if self._triton is None:
+            self._triton = any(b.target.startswith("triton") for b in self.ctx.ast_imports.statements)
+        if not self._triton:
+            return  # no import reaches triton: no chain resolves under triton.language.extra.cuda
         qual = self.qualname(node)
-        if qual and (qual == "triton.language.extra.cuda" or qual.startswith("triton.language.extra.cuda.")):
+        if qual and (qual == _EXTRA_CUDA or qual.startswith(_EXTRA_CUDA + ".")):
             skip.add(id(node.value))
             self.report(node, "PRT867", f"{qual} is NVIDIA-only; use tl.extra.libdevice/tl.math or the HIP "
                         "variant", fix=Applicability.NONE)
 
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        self._imports = getattr(self, "_imports", 0) + 1
-        if node.module is None or node.relative:
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module
+        if module is None or node.level:
             return
-        module = self.code(node.module)
-        if module.startswith("triton.language.extra.cuda") or (
-            module == "triton.language.extra" and not isinstance(node.names, cst.ImportStar)
-            and any(self.code(a.name) == "cuda" for a in node.names)
+        if module.startswith(_EXTRA_CUDA) or (
+            module == "triton.language.extra" and any(a.name == "cuda" for a in node.names)
         ):
             self.report(node, "PRT867", f"import from {module}: NVIDIA-only Triton helpers",
                         fix=Applicability.NONE)
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        for dec in node.decorators:
-            expr = dec.decorator
-            target = expr.func if isinstance(expr, cst.Call) else expr
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if not node.decorator_list:
+            return
+        name = node.name
+        for expr in node.decorator_list:
+            target = expr.func if isinstance(expr, ast.Call) else expr
             qual = self.qualname(target)
             if qual in {"triton.jit", "triton.runtime.jit.jit"}:
-                self.report(node.name, "PRT864", f"Triton kernel {node.name.value}: portable (AMD backend); "
-                            "verify numerics and retune on the target", fix=Applicability.NONE)
-            elif qual in {"numba.cuda.jit"}:
-                self.report(node.name, "PRT868", f"Numba CUDA kernel {node.name.value}: no AMD target; "
-                            "rewrite in Triton or PyTorch", fix=Applicability.NONE)
-            elif qual in {"tilelang.jit"}:
-                self.report(node.name, "PRT880", f"TileLang kernel {node.name.value}: has a HIP backend; verify "
-                            "and retune on the target", fix=Applicability.NONE)
+                self._report_name(node, "PRT864", f"Triton kernel {name}: portable (AMD backend); "
+                                  "verify numerics and retune on the target")
+            elif qual == "numba.cuda.jit":
+                self._report_name(node, "PRT868", f"Numba CUDA kernel {name}: no AMD target; "
+                                  "rewrite in Triton or PyTorch")
+            elif qual == "tilelang.jit":
+                self._report_name(node, "PRT880", f"TileLang kernel {name}: has a HIP backend; verify "
+                                  "and retune on the target")
             elif qual in {"cutlass.cute.kernel", "cutlass.cute.jit"}:
-                self.report(node.name, "PRT879", f"CuTe DSL kernel {node.name.value} ({qual}): NVIDIA-only; "
-                            "rewrite in Triton or PyTorch", fix=Applicability.NONE)
+                self._report_name(node, "PRT879", f"CuTe DSL kernel {name} ({qual}): NVIDIA-only; "
+                                  "rewrite in Triton or PyTorch")
                 break
-            elif qual in {"cupyx.jit.rawkernel"}:
-                self.report(node.name, "PRT863", f"CuPy JIT kernel {node.name.value}: check it on CuPy's "
-                            "ROCm build", fix=Applicability.NONE)
+            elif qual == "cupyx.jit.rawkernel":
+                self._report_name(node, "PRT863", f"CuPy JIT kernel {name}: check it on CuPy's "
+                                  "ROCm build")
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def _report_name(self, node: ast.FunctionDef | ast.AsyncFunctionDef, code: str, message: str) -> None:
+        """Report at the function's name (``ast`` gives the position of ``def`` only)."""
+        start, _ = self.span(node)
+        m = _DEF.match(self.ctx.text, start)
+        begin = m.end() if m is not None else start
+        self.findings.append(self.ctx.finding(code, message, begin, begin + len(node.name)))
 
 
 # -- CUDA / C++ (tree-sitter) -----------------------------------------------------------------
@@ -484,7 +513,9 @@ FAMILY = Family(
             "__global__", "__device__", "asm", "cutlass", "cute", "cub", "thrust", "wmma", "mma.h",
             "cooperative_groups", "cublas", "curand", "cusparse", "cufft", "cusolver", "nvrtc", "nccl.h",
             "cudnn", "cuda", "CUDA", "<<<", "threadIdx", "blockIdx", "#include", "#pragma"),
-    python=KernelsVisitor,
+    # every Python rule resolves a name through an import of one of these modules
+    python_tokens=("cpp_extension", "cupy", "triton", "numba", "pycuda", "cutlass", "tilelang"),
+    python_ast=KernelsVisitor,
     checkers={"cuda": check_cuda},
     description="Inventory only: lists the custom kernels a port has to delete, rewrite in Triton or "
     "HIPify. No automatic changes.",

@@ -35,7 +35,9 @@ from porter.findings import Applicability, Category, Edit, Finding, Severity
 from porter.framework import Family, FileContext, PyVisitor, rule
 
 from ._warp_analysis import HEADER, LOGICAL, PHYSICAL, Analyser, Site, analyse
+from ._warp_hip_alias import broadcast_aliases, call_sites
 from ._warp_preproc import CUDA, HIP, scan
+from ._warp_reach import OVERLOAD_DECL, hip_unreached_headers
 
 NAME = "warp_size"
 
@@ -211,6 +213,8 @@ def _strategy(ctx: FileContext) -> str:
 SHIMS_FACT = "warp_hip_shims"
 PLATFORM_FACT = "warp_platform_macros"
 WARP_HEADERS_FACT = "warp_collective_headers"
+UNREACHED_FACT = "warp_hip_unreached_headers"
+BROADCAST_FACT = "warp_hip_broadcast_aliases"
 _RAW_COLLECTIVE = re.compile(rb"\b(__shfl(?:_up|_down|_xor)?(?:_sync)?|__ballot(?:_sync)?|__any_sync|__all_sync|"
                              rb"__activemask|__syncwarp)\s*\(")
 _LOCAL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
@@ -231,6 +235,8 @@ def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
     names: set[str] = set()
     where: dict[str, set[str]] = {}
     collective: dict[str, set[str]] = {}
+    overloads: list[str] = []
+    broadcasts: dict[str, int] = {}
     for rel in relpaths:
         if not rel.endswith((".h", ".cuh", ".hpp", ".hh", ".hxx", ".inl")):
             continue
@@ -242,6 +248,8 @@ def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
                 data = fh.read(1 << 20)
         except OSError:
             continue
+        if OVERLOAD_DECL.search(data):
+            overloads.append(rel)
         called = {m.group(1).decode() for m in _RAW_COLLECTIVE.finditer(data)}
         if called:
             collective[posixpath.basename(rel)] = called
@@ -255,6 +263,7 @@ def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
                 names.add(m.group(1).decode())
         for d in sc.defines:
             where.setdefault(d.name, set()).update(c for c in (CUDA, HIP) if d.active[c] != 0)
+        broadcasts.update(broadcast_aliases(sc))
     out: dict[str, tuple] = {}
     warp_headers = {h for h, called in collective.items() if called - names}  # the repo's own shims do not count
     if warp_headers:
@@ -264,6 +273,15 @@ def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
     one = tuple(sorted((n, next(iter(c))) for n, c in where.items() if len(c) == 1))
     if one:
         out[PLATFORM_FACT] = one
+    if broadcasts:
+        out[BROADCAST_FACT] = tuple(sorted(broadcasts.items()))
+    if overloads:
+        try:
+            unreached = hip_unreached_headers(root, relpaths, overloads, dict(one))
+        except Exception:  # noqa: BLE001 - a hostile or odd tree: keep the other facts, report PRT524 as errors
+            unreached = {}
+        if unreached:
+            out[UNREACHED_FACT] = tuple(sorted(unreached.items()))
     return out
 
 
@@ -284,7 +302,49 @@ def check_cuda(ctx: FileContext) -> list[Finding]:
         a = analyse(ctx.text, LOGICAL, ctx.cache, shims, known, includes_warp)
         extra.append(ctx.finding("PRT523", f"physical warp strategy not applied to this file ({why} at line "
                                  f"{ctx.position(pos)[0]}); porter used the logical 32-lane warp instead.", pos, pos))
-    return extra + _to_findings(ctx, a.sites, a) + _jit_sources(ctx)
+    unreached = dict(ctx.facts.extra.get(UNREACHED_FACT, ()))
+    if ctx.relpath in unreached:
+        _unreached_overloads(a.sites, unreached[ctx.relpath])
+    return extra + _to_findings(ctx, a.sites, a) + _hip_broadcasts(ctx, a) + _jit_sources(ctx)
+
+
+def _hip_broadcasts(ctx: FileContext, a: Analyser) -> list[Finding]:
+    """Calls of a hand port's HIP-only width-less ``__shfl`` alias with a 32-lane source lane."""
+    aliases = dict(ctx.facts.extra.get(BROADCAST_FACT, ()))
+    if a.scan is not None:
+        aliases.update(broadcast_aliases(a.scan))
+    out: list[Finding] = []
+    if not aliases:
+        return out
+    for f in a.funcs:
+        body = f.node.child_by_field_name("body")
+        if f.kind == "host" or body is None:
+            continue
+        base = a.c(body.start_byte)
+        for start, end, name, lane in call_sites(f.text, aliases, a.sym.value):
+            out.append(ctx.finding("PRT508", f"`{name}` is, in this repository's HIP branch, the legacy `__shfl` "
+                                   "without a width: it reads absolute lane "
+                                   f"`{lane}` of the whole wavefront (64 lanes on CDNA), but `{f.name}` splits the "
+                                   "thread index into 32-lane warps, so lanes 32..63 read the first logical warp. "
+                                   "Give the HIP branch an explicit width of 32 (`__shfl(var, lane, 32)`); porter "
+                                   "reports the hand port and does not rewrite it.", base + start, base + end))
+    return out
+
+
+def _unreached_overloads(sites: list[Site], macros: tuple[str, ...]) -> None:
+    """PRT524 in a header that no HIP-compiled file of the tree includes becomes a note."""
+    if macros:
+        names = ", ".join(f"`{m}`" for m in macros[:3])
+        why = (f"every `#include` of this header in the tree sits under a condition on {names}, which nothing "
+               "in the tree defines (no `#define`, no build-script or documented flag), so no HIP build of this "
+               "tree compiles it")
+    else:
+        why = "every `#include` of this header in the tree sits in a branch the HIP build does not compile"
+    for s in sites:
+        if s.code == "PRT524" and not s.edits:
+            s.info = True
+            s.message += (f" Not actionable in this tree: {why}. If a build of yours defines it for AMD, rename the "
+                          "overload before HIPify.")
 
 
 _RAW_STRING = re.compile(r'\bR"([^()\\\s]{0,16})\((.*?)\)\1"', re.S)

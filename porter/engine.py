@@ -12,15 +12,23 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import libcst as cst
-
 from . import registry
 from .config import Settings
-from .fallbacks import guard
 from .findings import Applicability, Edit, Finding
-from .framework import Family, FileContext, PyContext, RepoFacts, StatementTracker
-from .pyfix import fix_imports
+from .framework import Family, FileContext, PyContext, RepoFacts, load
 from .suppress import Suppressions
+
+
+class _NoParserError(Exception):
+    """Stands for LibCST's parser error while LibCST is not loaded (nothing can raise it then)."""
+
+
+def _cst_error() -> type[Exception]:
+    """LibCST's ``ParserSyntaxError`` if LibCST is loaded (only a LibCST family or a fix loads it)."""
+    import sys
+
+    mod = sys.modules.get("libcst")
+    return mod.ParserSyntaxError if mod is not None else _NoParserError
 
 MAX_ROUNDS = 12
 
@@ -94,7 +102,7 @@ def raw_findings(ctx: FileContext, fams: Sequence[Family]) -> list[Finding]:
         if ast_fams and ctx.tree is not None:
             from .pyast import walk
 
-            ast_visitors = [f.python_ast(ctx) for f in ast_fams if f.python_ast is not None]
+            ast_visitors = [load(f.python_ast)(ctx) for f in ast_fams if f.python_ast is not None]
             try:
                 walk(ctx.tree, ast_visitors)
             except RecursionError:
@@ -106,8 +114,10 @@ def raw_findings(ctx: FileContext, fams: Sequence[Family]) -> list[Finding]:
         py_fams = [f for f in fams if f.python is not None]
         if py_fams:
             ctx.module  # noqa: B018 - parse here: a LibCST syntax error is the file's, not a family's crash
-            visitors = [f.python(ctx) for f in py_fams if f.python is not None]
+            visitors = [load(f.python)(ctx) for f in py_fams if f.python is not None]
             try:
+                from .pycst import StatementTracker
+
                 ctx.wrapper.visit_batched([StatementTracker(ctx), *visitors])
             except RecursionError:
                 raise
@@ -119,7 +129,7 @@ def raw_findings(ctx: FileContext, fams: Sequence[Family]) -> list[Finding]:
         checker = fam.checkers.get(ctx.language)
         if checker is not None:
             try:
-                found.extend(checker(ctx))
+                found.extend(load(checker)(ctx))
             except RecursionError:
                 raise
             except Exception as exc:  # noqa: BLE001
@@ -134,7 +144,7 @@ def _ast_one_by_one(ctx: PyContext, fams: Sequence[Family], found: list[Finding]
     survivors = []
     for fam in fams:
         assert fam.python_ast is not None
-        visitor = fam.python_ast(ctx)
+        visitor = load(fam.python_ast)(ctx)
         try:
             walk(ctx.tree, [visitor])
         except RecursionError:
@@ -156,8 +166,10 @@ def _visit_one_by_one(ctx: PyContext, fams: Sequence[Family], found: list[Findin
     survivors = []
     for fam in fams:
         assert fam.python is not None
-        visitor = fam.python(ctx)
+        visitor = load(fam.python)(ctx)
         try:
+            import libcst as cst
+
             cst.MetadataWrapper(ctx.module, unsafe_skip_copy=True).visit_batched([visitor])
         except RecursionError:
             raise
@@ -230,7 +242,7 @@ def analyze(
             return [problem]
     try:
         ctx = make_context(relpath, text, language, settings, facts, tree)
-    except cst.ParserSyntaxError as exc:
+    except _cst_error() as exc:
         return [_syntax_finding(relpath, exc)]
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return [_syntax_finding(relpath, exc if isinstance(exc, SyntaxError) else ValueError(str(exc) or type(exc).__name__))]
@@ -238,9 +250,13 @@ def analyze(
         if isinstance(ctx, PyContext) and ctx.tree is None:
             ctx.module  # noqa: B018 - CPython could not parse it: LibCST's verdict decides (PRT001)
         found = raw_findings(ctx, fams)
-    except cst.ParserSyntaxError as exc:
+    except Exception as exc:  # noqa: BLE001 - only LibCST's parse error is the file's; the rest re-raise
+        if not isinstance(exc, _cst_error()):
+            raise
         return [_syntax_finding(relpath, exc)]
     if isinstance(ctx, PyContext) and any(f.edits and f.fix != Applicability.NONE for f in found):
+        from .fallbacks import guard
+
         found = guard(found, ctx.text, ctx.imports, lambda node: ctx.position_of(node).start.line)
     return select(found, ctx)
 
@@ -323,7 +339,7 @@ def _gate_context(settings: Settings, facts: RepoFacts | None) -> Any:
     from .gate import GateContext
 
     facts = facts or RepoFacts()
-    extra = facts.extra if isinstance(facts.extra, dict) else dict(facts.extra)
+    extra = facts.extra
     return GateContext(
         pins=dict(facts.pins), has_manifest=facts.scope is not None, manifest=facts.scope or "",
         local_modules=frozenset(extra.get("local_modules", ())), unsafe=settings.unsafe_fixes,
@@ -340,13 +356,18 @@ def _apply_batch(text: str, batch: Sequence[Finding], language: str, newline: st
     if language == "python":
         adds = [s for f in batch for s in f.add_imports]
         removes = [s for f in batch for s in f.remove_imports]
+        import libcst as cst
+
+        from .pyfix import fix_imports
+
         new = fix_imports(new, adds, removes, exported)
         new = _normalise_newlines(new, newline) if newline != "\n" and "\r\n" not in new else new
         cst.parse_module(new)  # the fixed file must still parse
     return new
 
 
-_PARSE_ERRORS = (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError)
+def _parse_errors() -> tuple[type[BaseException], ...]:
+    return (_cst_error(), SyntaxError, ValueError, RecursionError)
 
 
 def _gate(before: str, after: str, batch: Sequence[Finding], gctx: Any) -> Any:
@@ -418,7 +439,7 @@ def fix(
             continue
         try:
             new = _apply_batch(text, batch, language, newline, exported)
-        except _PARSE_ERRORS as exc:
+        except _parse_errors() as exc:
             failed.update(_key(f, text) for f in batch)
             errors.append(
                 Finding(
@@ -441,7 +462,7 @@ def fix(
                 for f in batch:
                     try:
                         alone = _apply_batch(text, [f], language, newline, exported)
-                    except _PARSE_ERRORS:
+                    except _parse_errors():
                         withheld[_key(f, text)] = "the fix alone produces invalid code"
                         continue
                     v = _gate(text, alone, [f], gctx)
@@ -459,7 +480,7 @@ def fix(
                 batch = passing
                 try:
                     new = _apply_batch(text, batch, language, newline, exported)
-                except _PARSE_ERRORS:
+                except _parse_errors():
                     failed.update(_key(f, text) for f in batch)
                     continue
                 verdict = _gate(text, new, batch, gctx)
@@ -577,6 +598,8 @@ def annotate(text: str, language: str, findings: Sequence[Finding]) -> str:
         out[idx:idx] = notes
     result = "".join(out)
     if language == "python":
+        import libcst as cst
+
         try:
             cst.parse_module(result)
         except (cst.ParserSyntaxError, RecursionError):

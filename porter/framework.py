@@ -15,20 +15,115 @@ there that defines ``FAMILY`` is registered automatically.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import importlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
-
-import libcst as cst
-from libcst.metadata import PositionProvider
+from typing import TYPE_CHECKING, Any
 
 from .findings import Applicability, Category, Edit, Finding, Rule, Severity
-from .pyimports import ImportIndex
 
 if TYPE_CHECKING:
+    import libcst as cst
+
     from .config import Settings
     from .pyast import AstVisitor
+    from .pycst import PyVisitor
+    from .pyimports import ImportIndex
+
+
+def __getattr__(name: str) -> Any:
+    # the LibCST visitor base lives in porter.pycst, imported only by families that use LibCST
+    if name in ("PyVisitor", "StatementTracker"):
+        from . import pycst
+
+        return getattr(pycst, name)
+    raise AttributeError(name)
+
+
+class LazyFacts(Mapping[str, Any]):
+    """``RepoFacts.extra`` whose cross-file entries are gathered only when a rule asks for one.
+
+    The eager entries are cheap (file lists, pins). The producers read the whole tree (every
+    Python file for Hugging Face attention dispatch and cross-module imports, every header for
+    warp macros): a pre-commit check of one ordinary file never pays for them. ``touched`` says
+    whether anything asked for a produced entry since it was last reset (the per-file cache keys
+    such a file's result on the produced facts, and a file that never asked on nothing).
+    """
+
+    def __init__(self, eager: Mapping[str, Any], producers: Sequence[Callable[[], Mapping[str, Any]]] = ()) -> None:
+        self._data: dict[str, Any] = dict(eager)
+        self._eager = frozenset(self._data)
+        self._producers = list(producers)
+        self.touched: set[str] = set()  # produced entries asked for (or "*": all of them)
+
+    def force(self) -> None:
+        while self._producers:
+            self._data.update(self._producers.pop(0)())
+
+    @property
+    def produced(self) -> dict[str, Any]:
+        """The entries the producers gave (forces them)."""
+        self.force()
+        return {k: v for k, v in self._data.items() if k not in self._eager}
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._eager:
+            self.touched.add(key)
+            self.force()
+        return self._data[key]
+
+    def __contains__(self, key: object) -> bool:
+        if key not in self._eager:
+            self.touched.add(str(key))
+            self.force()
+        return key in self._data
+
+    def __iter__(self) -> Iterator[str]:
+        self.touched.add("*")
+        self.force()
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        self.touched.add("*")
+        self.force()
+        return len(self._data)
+
+    def digests(self, keys: Iterable[str]) -> dict[str, str]:
+        """A stable digest of each produced entry named (``"*"``: all of them together)."""
+        import hashlib
+
+        self.force()
+        out = {}
+        for key in sorted(keys):
+            value = self.produced if key == "*" else self._data.get(key)
+            out[key] = hashlib.blake2b(repr(stable(value)).encode(), digest_size=8).hexdigest()
+        return out
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # a worker process gets the facts computed once here, still telling touched entries apart
+        self.force()
+        eager = {k: v for k, v in self._data.items() if k in self._eager}
+        return (_rebuild_lazy, (eager, self.produced))
+
+
+def stable(value: Any) -> Any:
+    """``value`` with sets sorted and mappings ordered, so its repr is the same in every process
+    (a cache key must not depend on the hash seed)."""
+    if isinstance(value, Mapping):
+        return sorted((repr(k), stable(v)) for k, v in value.items())
+    if isinstance(value, (set, frozenset)):
+        return sorted(repr(stable(v)) for v in value)
+    if isinstance(value, (list, tuple)):
+        return [stable(v) for v in value]
+    return value
+
+
+def _rebuild_lazy(eager: Mapping[str, Any], produced: Mapping[str, Any]) -> LazyFacts:
+    facts = LazyFacts(eager, [lambda: produced])
+    facts.force()
+    return facts
 
 
 @dataclass(frozen=True)
@@ -84,6 +179,20 @@ class RepoFacts:
 Checker = Callable[["FileContext"], Iterable[Finding]]
 
 
+@cache
+def _import_ref(ref: str) -> Any:
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def load(ref: Any) -> Any:
+    """A family's visitor, checker or pre-scan: the object itself, or imported from its
+    ``"package.module:name"`` reference on first use. Families name their heavy parts by
+    reference so that a run loads only what the pre-filter selected (no LibCST, no tree-sitter
+    for a file no such rule can match)."""
+    return _import_ref(ref) if isinstance(ref, str) else ref
+
+
 @dataclass(frozen=True)
 class Family:
     name: str  # short id, used in patch file names ("attention")
@@ -91,21 +200,23 @@ class Family:
     order: int  # application order of its patch in a series (lower first)
     rules: tuple[Rule, ...]
     tokens: tuple[str, ...] = ()  # text pre-filter; empty means "always run"
-    python: type[PyVisitor] | None = None  # LibCST tier: parsed only when this family matches
+    # Visitors, checkers and the pre-scan may be given as "package.module:name" references (see
+    # ``load``), so declaring a family imports nothing heavy.
+    python: type[PyVisitor] | str | None = None  # LibCST tier: parsed only when this family matches
     # stdlib-ast tier (porter.pyast): detection without LibCST; a family may have both, each rule in one
-    python_ast: type[AstVisitor] | None = None
+    python_ast: type[AstVisitor] | str | None = None
     # Python-only pre-filter replacing ``tokens`` on Python files (None: ``tokens`` apply); C++ tokens
     # such as ``#include`` or ``__all`` say nothing about a Python file
     python_tokens: tuple[str, ...] | None = None
     # Python files this family reads, by base name (empty: every Python file), e.g. ("setup.py",)
     python_files: tuple[str, ...] = ()
-    checkers: Mapping[str, Checker] = field(default_factory=dict)  # language -> checker
+    checkers: Mapping[str, Checker | str] = field(default_factory=dict)  # language -> checker
     description: str = ""  # what its patch changes and why (Markdown)
     verified: str = ""  # what porter's test-suite verifies for this family
     review: str = ""  # what a human still needs to check after its patch
     # Repo-wide pre-scan over the files of its languages (root, relpaths) -> entries merged into
     # RepoFacts.extra for every file of the run; must only read inside root.
-    repo_facts: Callable[[Path, Sequence[str]], Mapping[str, Any]] | None = None
+    repo_facts: Callable[[Path, Sequence[str]], Mapping[str, Any]] | str | None = None
 
     @property
     def languages(self) -> frozenset[str]:
@@ -240,18 +351,24 @@ class PyContext(FileContext):
     def module(self) -> cst.Module:
         """The LibCST module (parsed on first use; raises ``cst.ParserSyntaxError``)."""
         if self._module is None:
+            import libcst as cst
+
             self._module = cst.parse_module(self.text)
         return self._module
 
     @property
     def wrapper(self) -> cst.MetadataWrapper:
         if self._wrapper is None:
+            import libcst as cst
+
             self._wrapper = cst.MetadataWrapper(self.module, unsafe_skip_copy=True)
         return self._wrapper
 
     @property
     def imports(self) -> ImportIndex:
         if self._imports is None:
+            from .pyimports import ImportIndex
+
             self._imports = ImportIndex(self.module)
         return self._imports
 
@@ -299,6 +416,8 @@ class PyContext(FileContext):
     def positions(self) -> Mapping[cst.CSTNode, Any]:
         """Every node's position (LibCST's position pass: a full code generation)."""
         if self._full is None:
+            from libcst.metadata import PositionProvider
+
             self._full = self.wrapper.resolve(PositionProvider)
         return self._full
 
@@ -339,6 +458,8 @@ class PyContext(FileContext):
     def _statement_starts(self) -> list[int] | None:
         if self._starts is None:
             import ast
+
+            import libcst as cst
 
             try:
                 tree = self._ast if self._ast is not None else ast.parse(self.text)
@@ -389,96 +510,6 @@ class PyContext(FileContext):
 
     def code_for(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
-
-
-class StatementTracker(cst.BatchableCSTVisitor):
-    """Runs first in the batched traversal and tells the context which top-level statement
-    is being visited (so positions can be generated one statement at a time)."""
-
-    def __init__(self, ctx: PyContext) -> None:
-        super().__init__()
-        self.ctx = ctx
-
-    def _enter(self, node: cst.CSTNode) -> None:
-        index = self.ctx._top.get(id(node))
-        if index is not None:
-            self.ctx.current_statement = index
-
-    def get_visitors(self) -> Mapping[str, Any]:
-        names = ("SimpleStatementLine", "If", "For", "While", "Try", "TryStar", "With", "FunctionDef",
-                 "ClassDef", "Match")
-        visitors: dict[str, Any] = {f"visit_{n}": self._enter for n in names}
-        visitors["leave_Module"] = self.leave_Module
-        return visitors
-
-    def leave_Module(self, original_node: cst.Module) -> None:
-        self.ctx.current_statement = None
-
-
-class PyVisitor(cst.BatchableCSTVisitor):
-    """Base class for a family's Python visitor (one instance per file).
-
-    Subclasses implement ``visit_*``/``leave_*`` methods and call :meth:`report`. Use
-    :meth:`qualname` to resolve names through the file's imports.
-    """
-
-    METADATA_DEPENDENCIES: ClassVar[Sequence[Any]] = ()  # positions come lazily from the context
-    family: ClassVar[str] = ""
-
-    def __init__(self, ctx: PyContext) -> None:
-        super().__init__()
-        self.ctx = ctx
-        self.findings: list[Finding] = []
-
-    _method_names: ClassVar[dict[type, tuple[str, ...]]] = {}
-
-    def get_visitors(self) -> Mapping[str, Any]:
-        """LibCST's lookup (``inspect.getmembers`` on every file) cached per class: the same
-        visitor methods, without paying introspection for each of thousands of files."""
-        cls = type(self)
-        names = PyVisitor._method_names.get(cls)
-        if names is None:
-            found = []
-            for name in dir(cls):
-                if not (name.startswith("visit_") or name.startswith("leave_")):
-                    continue
-                member = getattr(cls, name, None)
-                if callable(member) and not getattr(member, "_is_no_op", False):
-                    found.append(name)
-            names = PyVisitor._method_names[cls] = tuple(found)
-        return {name: getattr(self, name) for name in names}
-
-    # -- helpers ------------------------------------------------------------------------
-    def qualname(self, node: cst.BaseExpression) -> str | None:
-        return self.ctx.imports.resolve(node)
-
-    def span(self, node: cst.CSTNode) -> tuple[int, int]:
-        rng = self.ctx.position_of(node)
-        return (
-            self.ctx.offset(rng.start.line, rng.start.column),
-            self.ctx.offset(rng.end.line, rng.end.column),
-        )
-
-    def code(self, node: cst.CSTNode) -> str:
-        return self.ctx.code_for(node)
-
-    def report(
-        self,
-        node: cst.CSTNode,
-        code: str,
-        message: str,
-        *,
-        replacement: cst.CSTNode | str | None = None,
-        fix: Applicability = Applicability.SAFE,
-        **kwargs: Any,
-    ) -> Finding:
-        """Report ``code`` at ``node``. A ``replacement`` (node or source text) becomes the fix."""
-        start, end = self.span(node)
-        if isinstance(replacement, cst.CSTNode):
-            replacement = self.code(replacement)
-        finding = self.ctx.finding(code, message, start, end, replacement=replacement, fix=fix, **kwargs)
-        self.findings.append(finding)
-        return finding
 
 
 def rule(

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,7 +31,7 @@ from .config import Settings
 from .discovery import Discovery, SourceRef, discover, is_within
 from .engine import FixOutcome, Stage, analyze, fix
 from .findings import Finding
-from .framework import RepoFacts
+from .framework import LazyFacts, RepoFacts, load
 from .patchset import FileChange, Patch, PatchSeries
 from .safewrite import RootWriter, WriteRefused, content_digest
 from .textio import READ_FLAGS, Decoded, SourceError, atomic_write, read_bounded, read_source
@@ -59,6 +60,8 @@ class FileResult:
     # dist -> (">=X", sites) that the fixes applied to this file need from its nearest manifest
     needs: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     digest: str = ""  # content hash of the bytes analysed (write() refuses a file changed since)
+    # cross-file facts this file's analysis read (LazyFacts keys -> digest): what its cache entry depends on
+    facts_used: dict[str, str] = field(default_factory=dict)
     error: bool = False
     seconds: float = 0.0
 
@@ -173,8 +176,30 @@ def _needs_human(f: Finding) -> bool:
 _STATE: dict[str, Any] = {}
 
 
+@contextmanager
+def gc_tuned():  # type: ignore[no-untyped-def]
+    """Cyclic GC tuned for a run: parse trees are acyclic garbage freed by reference counting, so the
+    collector's frequent young-generation passes (a tenth of a cold audit's CPU) buy nothing. What
+    exists before the run (imported modules, rule tables) is frozen out of every collection."""
+    import gc
+
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], 100_000), before[1], before[2])
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
+
+
 def _init_worker(root: str, settings: Settings, facts: RepoFacts, mode: Mode) -> None:
+    import gc
+
     _STATE.update(root=root, settings=settings, facts=facts, mode=mode)
+    threshold = gc.get_threshold()
+    gc.set_threshold(max(threshold[0], 100_000), threshold[1], threshold[2])
+    gc.freeze()
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     except (ValueError, OSError):
@@ -254,6 +279,9 @@ def process_file(ref: SourceRef, root: str, settings: Settings, facts: RepoFacts
             code="PRT000", path=ref.relpath,
             message=f"{decoded.encoding} does not round-trip this file byte for byte (decoding then encoding "
                     "it changes bytes porter never edited); porter reports its findings but does not edit it"))
+    lazy = facts.extra if isinstance(facts.extra, LazyFacts) else None
+    if lazy is not None:
+        lazy.touched = set()
     try:
         with _time_limit(settings.timeout):
             if mode == "audit":
@@ -302,6 +330,8 @@ def process_file(ref: SourceRef, root: str, settings: Settings, facts: RepoFacts
         result.stages, result.fixed, result.error = [], [], True
         final = decoded.text
     result.findings = not_exact + result.findings
+    if lazy is not None and lazy.touched:
+        result.facts_used = lazy.digests(lazy.touched)
     if ref.language == "python":
         result.imports = _imports_of(final)
     result.seconds = time.perf_counter() - started
@@ -319,7 +349,7 @@ def _work(ref: SourceRef) -> FileResult:
 # -- cache ----------------------------------------------------------------------------------
 
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 MAX_CACHE_BYTES = 256 * 1024 * 1024
 
 
@@ -379,7 +409,7 @@ class Cache:
     is written without following symlinks.
     """
 
-    def __init__(self, root: Path, key: str, directory: Path | None = None) -> None:
+    def __init__(self, root: Path, key: str, directory: Path | None = None, kind: str = "audit") -> None:
         self.root = os.path.realpath(root)
         try:
             base = user_cache_dir()
@@ -392,7 +422,7 @@ class Cache:
             directory = (base or Path(self.root, ".porter_cache")) / "audit"  # unused without a secret
         elif not directory.is_absolute():
             directory = Path(self.root, directory)
-        self.path = directory / f"audit-{scope}.json"
+        self.path = directory / f"{kind}-{scope}.json"
         self.entries: dict[str, Any] = {}
         self.dirty = False
         if self.secret is not None:
@@ -464,11 +494,17 @@ class Cache:
             return None
         return content_digest(data)  # the same hash process_file records
 
-    def get(self, ref: SourceRef, digest: str) -> FileResult | None:
+    def get(self, ref: SourceRef, digest: str, facts: RepoFacts | None = None) -> FileResult | None:
         hit = self.entries.get(ref.relpath)
         try:
             if not isinstance(hit, dict) or hit.get("digest") != digest:
                 return None
+            used = hit.get("facts") or {}
+            if used:
+                # the entry read cross-file facts: valid only while those facts are the same
+                lazy = facts.extra if facts is not None and isinstance(facts.extra, LazyFacts) else None
+                if lazy is None or lazy.digests(used) != used:
+                    return None
             findings = [_finding_from_dict(d) for d in hit["findings"]]
             imports = frozenset(str(m) for m in hit.get("imports", ()))
         except (KeyError, TypeError, ValueError, AttributeError):
@@ -485,6 +521,7 @@ class Cache:
             "digest": digest,
             "findings": [_finding_to_dict(f) for f in result.findings],
             "imports": sorted(result.imports),
+            "facts": dict(result.facts_used),
         }
         self.dirty = True
 
@@ -509,6 +546,94 @@ class Cache:
                 atomic_write(self.path, data)
         except (OSError, WriteRefused, SourceError):
             pass  # the cache is an optimisation: a run never fails for it
+
+
+def _stat_key(root: str, relpath: str) -> list[int] | None:
+    """What a file's bytes are checked by on a warm run: size, modification and change times and
+    inode (the change time moves on every write, whatever a tool does to the modification time)."""
+    try:
+        st = os.lstat(os.path.join(root, relpath))
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+@lru_cache(maxsize=1)
+def code_stamp() -> str:
+    """A digest of porter's own installed code (file sizes and times): a record written by another
+    build of porter (an upgrade, an edited development install) is never reused."""
+    import porter
+
+    h = hashlib.blake2b(digest_size=8)
+    for base in list(porter.__path__):
+        for folder, dirs, files in os.walk(base):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith((".py", ".json", ".h", ".txt")):
+                    try:
+                        st = os.stat(os.path.join(folder, name))
+                    except OSError:
+                        continue
+                    h.update(f"{folder}/{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+class RunRecord:
+    """The whole result of the last full audit of a root, reused when nothing changed.
+
+    A warm re-run compares the discovered file list and every file's ``lstat`` signature with
+    the record's (no file is read, no rule family or parser is loaded); any difference, a
+    different porter build or different settings falls back to the per-file cache. Signed and
+    stored like :class:`Cache`.
+    """
+
+    def __init__(self, root: Path, key: str, directory: Path | None = None) -> None:
+        self.store = Cache(root, key + code_stamp(), directory, kind="run")
+
+    def lookup(self, found: Discovery, settings: Settings) -> RunResult | None:
+        rec = self.store.entries
+        if not rec or rec.get("format") != 1:
+            return None
+        try:
+            files = rec["files"]
+            if len(files) != len(found.files):
+                return None
+            root = self.store.root
+            now = {ref.relpath: ref.language for ref in found.files}
+            for relpath, language, sig in files:
+                if now.get(relpath) != language or sig != _stat_key(root, relpath):
+                    return None
+            problems = [_finding_from_dict(d) for d in rec["problems"]]
+            if sorted(f.sort_key for f in problems) != sorted(f.sort_key for f in found.problems):
+                return None
+            results = []
+            for (relpath, language, _sig), res in zip(files, rec["results"], strict=True):
+                results.append(FileResult(relpath, language, findings=[_finding_from_dict(d) for d in res[0]],
+                                          imports=frozenset(str(m) for m in res[1])))
+            facts = RepoFacts(pins=dict(rec["pins"]), manifests=tuple(rec["manifests"]),
+                              scopes={k: dict(v) for k, v in rec["scopes"].items()})
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+        return RunResult(Path(self.store.root), results, problems, settings, facts, 0.0)
+
+    def save(self, signatures: Sequence[tuple[str, str, list[int] | None]], result: RunResult) -> None:
+        if any(sig is None for _, _, sig in signatures) or any(fr.error for fr in result.files):
+            return  # a file porter could not stat or analyse is never vouched for
+        by_path = {rel: (rel, lang, sig) for rel, lang, sig in signatures}
+        if sorted(by_path) != sorted(fr.relpath for fr in result.files):
+            return
+        self.store.entries = {
+            "format": 1,
+            "files": [list(by_path[fr.relpath]) for fr in result.files],
+            "problems": [_finding_to_dict(f) for f in result.problems],
+            "results": [[[_finding_to_dict(f) for f in fr.findings], sorted(fr.imports)] for fr in result.files],
+            "pins": dict(result.facts.pins), "manifests": list(result.facts.manifests),
+            "scopes": {k: dict(v) for k, v in result.facts.scopes.items()},
+        }
+        self.store.dirty = True
+        self.store.save()
 
 
 def _finding_to_dict(f: Finding) -> dict[str, Any]:
@@ -553,7 +678,7 @@ LOCK_NAMES = ("poetry.lock", "uv.lock", "Pipfile.lock", "pdm.lock")
 
 
 def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | None = None,
-                  tree: Sequence[SourceRef] | None = None) -> RepoFacts:
+                  tree: Sequence[SourceRef] | Callable[[], Sequence[SourceRef]] | None = None) -> RepoFacts:
     """Pinned versions from the repo's manifests and lock files (read, never executed).
 
     Pins are gathered per folder that holds a manifest (sub-projects have their own): a file
@@ -624,24 +749,31 @@ def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | No
         local.update(parts[:-1])
         if parts[-1].endswith(".py"):
             local.add(parts[-1][:-3])
-    extra: dict[str, object] = {"existing_files": existing, "unscoped_pins": unscoped,
+    eager: dict[str, object] = {"existing_files": existing, "unscoped_pins": unscoped,
                                 "local_modules": frozenset(local)}
-    # cross-file facts come from the whole tree (when known), so a file checked alone gets the
-    # same findings as in a full run
-    imported: set[str] = set()
-    attention = _attention_facts(root, refs if tree is None else tree, imported)
-    if attention is not None:
-        extra[attention[0]] = attention[1]
-    extra["imported_names"] = frozenset(imported)
-    for fam in registry.families():
-        if fam.repo_facts is None or (settings is not None and not _family_selected(fam, settings)):
-            continue
-        rels = [r.relpath for r in (refs if tree is None else tree) if r.language in fam.languages]
-        try:
-            extra.update(fam.repo_facts(root, rels))
-        except Exception:  # noqa: BLE001 - a failing pre-scan must not stop the run
-            continue
-    return RepoFacts(pins=pins, manifests=tuple(sorted(manifest_texts)), scopes=scopes, extra=extra)
+
+    def cross_file() -> dict[str, object]:
+        # cross-file facts come from the whole tree (when known), so a file checked alone gets the
+        # same findings as in a full run; gathered on the first rule that asks (LazyFacts)
+        whole = refs if tree is None else (tree() if callable(tree) else tree)
+        extra: dict[str, object] = {}
+        imported: set[str] = set()
+        attention = _attention_facts(root, whole, imported)
+        if attention is not None:
+            extra[attention[0]] = attention[1]
+        extra["imported_names"] = frozenset(imported)
+        for fam in registry.families():
+            if fam.repo_facts is None or (settings is not None and not _family_selected(fam, settings)):
+                continue
+            rels = [r.relpath for r in whole if r.language in fam.languages]
+            try:
+                extra.update(load(fam.repo_facts)(root, rels))
+            except Exception:  # noqa: BLE001 - a failing pre-scan must not stop the run
+                continue
+        return extra
+
+    return RepoFacts(pins=pins, manifests=tuple(sorted(manifest_texts)), scopes=scopes,
+                     extra=LazyFacts(eager, [cross_file]))
 
 
 def _nearest(folder: str, scopes: Mapping[str, object]) -> str | None:
@@ -708,18 +840,6 @@ def _attention_facts(root: Path, refs: Sequence[SourceRef], imported: set[str]) 
     return hf.FACTS_KEY, hf.collect(texts())
 
 
-def _stable(value: Any) -> Any:
-    """``value`` with sets sorted and mappings ordered, so its repr is the same in every process
-    (a cache key must not depend on the hash seed)."""
-    if isinstance(value, Mapping):
-        return sorted((repr(k), _stable(v)) for k, v in value.items())
-    if isinstance(value, (set, frozenset)):
-        return sorted(repr(_stable(v)) for v in value)
-    if isinstance(value, (list, tuple)):
-        return [_stable(v) for v in value]
-    return value
-
-
 def _family_selected(fam: Any, settings: Settings) -> bool:
     try:
         return any(settings.is_enabled(r.code) for r in fam.rules)
@@ -764,7 +884,7 @@ def _run_batch(
             digest = Cache.digest(str(root), ref, settings.max_file_size)
             if digest is not None:
                 digests[ref.relpath] = digest
-                hit = cache.get(ref, digest)
+                hit = cache.get(ref, digest, facts)
                 if hit is not None:
                     results[ref.relpath] = hit
                     continue
@@ -837,27 +957,41 @@ def run(
 ) -> RunResult:
     """Discover and process files. Nothing is written here (see :func:`write`)."""
     started = time.perf_counter()
-    registry.check_loaded()
     root, paths = resolve_root(root, paths)
     found: Discovery = discover(root, list(paths), settings, force_exclude=force_exclude)
-    whole = found.files
-    if [os.path.abspath(p) for p in paths] != [str(root)]:
-        whole = discover(root, [root], settings).files
+    whole_tree = [os.path.abspath(p) for p in paths] == [str(root)]
+    cache_on = settings.cache if use_cache is None else use_cache
+    record = None
+    signatures: list[tuple[str, str, list[int] | None]] = []
+    if mode == "audit" and cache_on and whole_tree:
+        # a warm re-run of a whole tree: stat every file, and when nothing changed answer from the
+        # record without loading a rule family or reading a file
+        signatures = [(r.relpath, r.language, _stat_key(str(root), r.relpath)) for r in found.files]
+        record = RunRecord(root, settings.fingerprint() + repr(force_exclude),
+                           Path(settings.cache_dir) if settings.cache_dir else None)
+        hit = record.lookup(found, settings)
+        if hit is not None:
+            hit.seconds = time.perf_counter() - started
+            return hit
+    registry.check_loaded()
+    whole: Sequence[SourceRef] | Callable[[], Sequence[SourceRef]] = found.files
+    if not whole_tree:
+        def whole() -> Sequence[SourceRef]:  # only when a rule asks for cross-file facts
+            return discover(root, [root], settings).files
     facts = collect_facts(root, found.files, settings, tree=whole)
     jobs = settings.jobs if jobs is None else jobs
-    cache_on = settings.cache if use_cache is None else use_cache
     cache = None
     if mode == "audit" and cache_on:
         key = hashlib.blake2b(
             (settings.fingerprint() + repr(sorted(facts.pins.items()))
              + repr(sorted((k, sorted(v.items())) for k, v in facts.scopes.items()))
-             + repr(_stable({k: v for k, v in facts.extra.items() if k not in ("existing_files", "local_modules", "imported_names")}))
              ).encode(), digest_size=8
         ).hexdigest()
         cache = Cache(root, key, Path(settings.cache_dir) if settings.cache_dir else None)
     phase1 = [r for r in found.files if not is_manifest(r)]
     phase2 = [r for r in found.files if is_manifest(r)]
-    results = _run_batch(phase1, root, settings, facts, mode, jobs, progress, cache)
+    with gc_tuned():
+        results = _run_batch(phase1, root, settings, facts, mode, jobs, progress, cache)
     if phase2:
         # manifests are few, and their results depend on phase 1: never cached. Each manifest
         # sees the facts of its own sub-project: imports of the files below its folder, the
@@ -875,7 +1009,10 @@ def run(
         results += [by_ref[r.relpath] for r in phase2]
     if cache is not None:
         cache.save()
-    return RunResult(root, results, found.problems, settings, facts, time.perf_counter() - started)
+    outcome = RunResult(root, results, found.problems, settings, facts, time.perf_counter() - started)
+    if record is not None:
+        record.save(signatures, outcome)
+    return outcome
 
 
 def phase2_facts(facts: RepoFacts, results: Sequence[FileResult], folder: str) -> RepoFacts:

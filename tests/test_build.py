@@ -6,7 +6,7 @@ import ast
 
 import pytest
 
-from codemods.build import nvcc_only
+from porter.codemods.build.visitor import nvcc_only
 from porter.testing import codes, findings, fixed
 
 FAM = "build"

@@ -57,3 +57,20 @@ def test_nothing_is_rewritten() -> None:
                                  "NCCL_USE_SNAP"])
 def test_nvidia_cloud_plugins(var: str) -> None:
     assert classify(var)[0] == "PRT762"
+
+
+def test_python_each_literal_counts_alone() -> None:
+    src = ('x = "NCCL_ALGO" "=Tree"\ny = ("a" "NCCL_IB_HCA"\n     \'NCCL_NOPE\')\n'
+           '\u00e9 = "\u00fc"; z = f"{env[\'NCCL_P2P_LEVEL\']}" "NCCL_BUFFSIZE"\n'
+           'v = f"NCCL_DEBUG {x:{\'NCCL_MIN_CTAS\'}}"\nu = b"NCCL_DEBUG"\nt = r"""NCCL_TOPO_FILE"""\n')
+    got = [(f.data["variable"], f.line, f.column, f.end_column) for f in findings(src, "t.py", family=FAM)]
+    # f-string text is no literal; the literals in its fields are; bytes are not text
+    assert got == [("NCCL_ALGO", 1, 6, 15), ("NCCL_IB_HCA", 2, 11, 22), ("NCCL_NOPE", 3, 7, 16),
+                   ("NCCL_P2P_LEVEL", 4, 22, 36), ("NCCL_BUFFSIZE", 4, 42, 55),
+                   ("NCCL_MIN_CTAS", 5, 23, 36), ("NCCL_TOPO_FILE", 7, 9, 23)]
+
+
+def test_python_keyword_names() -> None:
+    src = 'd = dict(NCCL_ALGO="x", **{"NCCL_NTHREADS": 1})\nclass K(metaclass=type, NCCL_X=1): pass\n'
+    got = [(f.data["variable"], f.line, f.column) for f in findings(src, "t.py", family=FAM)]
+    assert got == [("NCCL_ALGO", 1, 10), ("NCCL_NTHREADS", 1, 29), ("NCCL_X", 2, 25)]

@@ -440,3 +440,42 @@ def test_elif_else_and_nesting() -> None:
     st = scan(src).status
     assert st[1] == {CUDA: 0, HIP: 1} and st[3] == {CUDA: None, HIP: 0} and st[5] == {CUDA: None, HIP: 0}
     assert st[7] == {CUDA: None, HIP: 0} and st[10] == {CUDA: 1, HIP: 1}
+
+
+# -- PRT514: an unrolled tree whose every step is followed by an explicit barrier -------------------------
+_SYNCED_TREE = ("template <typename T>\n__device__ void tree_min(T* d, long* ix, const size_t tid) {\n"
+                + "".join(f"  if (d[tid] > d[tid + {k}]) {{\n    ix[tid] = ix[tid + {k}];\n    d[tid] = d[tid + {k}];\n"
+                          "  }\n  __syncwarp();\n" for k in (32, 16, 8, 4, 2, 1))
+                + "}\n")
+
+
+@pytest.mark.parametrize("qual", ["", "volatile "])
+def test_unrolled_tree_separated_by_syncwarp_gets_no_prt514(qual: str) -> None:
+    src = _SYNCED_TREE.replace("T* d", f"{qual}T* d")
+    codes = _codes(src)
+    assert "PRT514" not in codes and codes.count("PRT516") == 6  # the barriers themselves are still ported
+
+
+@pytest.mark.parametrize("drop", [
+    "  __syncwarp();\n",  # every barrier gone: relies on implicit lockstep
+    None,  # one barrier gone (between the 8 and 4 steps)
+])
+def test_unrolled_tree_with_a_missing_barrier_keeps_prt514(drop: str | None) -> None:
+    if drop is None:
+        parts = _SYNCED_TREE.split("  __syncwarp();\n")
+        src = "  __syncwarp();\n".join(parts[:3]) + "".join(parts[3:4]) + "  __syncwarp();\n".join([""] + parts[4:])
+    else:
+        src = _SYNCED_TREE.replace(drop, "")
+    src = src.replace("T* d", "volatile T* d")
+    assert src.count("__syncwarp") in (0, 5)
+    assert "PRT514" in _codes(src)
+
+
+@pytest.mark.parametrize(("guard", "reported"), [
+    ("#if !defined(USE_ROCM)", False),  # a human port: CUDA keeps the barriers, a wavefront runs in lockstep
+    ("#ifdef USE_ROCM", True),  # barriers on HIP only: the CUDA tree relies on implicit lockstep
+])
+def test_barriers_under_a_platform_branch(guard: str, reported: bool) -> None:
+    src = _SYNCED_TREE.replace("T* d", "volatile T* d").replace("  __syncwarp();\n",
+                                                                f"{guard}\n  __syncwarp();\n#endif\n")
+    assert ("PRT514" in _codes(src)) is reported

@@ -143,6 +143,10 @@ CASES: tuple[Case, ...] = (
          "it until a person picks the strategy"),
     _own("item1_constexpr_warp", hip32_broken=RDNA, why=PORTED),
     _own("item1_legacy_any", hip32_broken=RDNA, why=PORTED),
+    _own("hip_alias_broadcast", value_hazard=True, patched="manual", manual_outputs=("out",),
+         manual_codes=("PRT508@14",), why="the project's HIP branch aliases the broadcast to the width-less legacy "
+         "`__shfl` while the kernel broadcasts a 32-lane index: human HIP code, reported (PRT508, no fix), not "
+         "rewritten, so the HIP build on wave64 still reads the first row's lanes"),
 )
 
 # Fixtures the emulator cannot run, and why (everything else in tests/fixtures/warp_size has a case).

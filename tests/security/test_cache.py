@@ -70,6 +70,7 @@ def test_corrupt_cache_is_ignored_and_rewritten(tmp_path: Path, cache_home: Path
     # the user's own cache file damaged the same way heals too
     [own] = list((cache_home / "porter" / "audit").glob("audit-*.json"))
     own.write_text(text)
+    os.utime(root / "m.py", ns=(1, 1))  # the warm-run record no longer vouches: the per-file cache is read
     proc = run_porter("check", str(root))
     assert proc.returncode == 1 and b"PRT011" in proc.stdout and b"internal error" not in proc.stderr
     assert own.read_bytes() != text.encode()  # rewritten, authenticated

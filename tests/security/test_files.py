@@ -284,7 +284,7 @@ def test_fix_that_the_files_encoding_cannot_hold_is_not_written(tmp_path: Path,
 def test_file_names_cannot_forge_or_hide_output_lines(tmp_path: Path) -> None:
     (tmp_path / "evil\rclean.py").write_text("import flash_attn\n")
     (tmp_path / "x.py,line=99\n::error file=forged.py").write_text("import flash_attn\n")
-    (tmp_path / "[bold]b.py").write_text("def (\n")
+    (tmp_path / "[bold]b.py").write_text("import flash_attn\ndef (\n")
     concise = run_porter("check", "--no-cache", str(tmp_path)).stdout.decode()
     assert "evil\\rclean.py:1:8: PRT011" in concise and "\r" not in concise
     assert "x.py,line=99\\n::error file=forged.py:1:8: PRT011" in concise

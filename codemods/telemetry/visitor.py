@@ -27,77 +27,11 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from porter.findings import Applicability, Category, Severity
-from porter.framework import Family, PyContext, PyVisitor, rule
+from porter.codemods.devices import DeviceModule, device_module
+from porter.codemods.telemetry import _VIS, NAME, NONE, SAFE, UNSAFE
+from porter.findings import Applicability
+from porter.framework import PyContext, PyVisitor
 from porter.pyimports import dotted
-
-from .devices import DeviceModule, device_module
-
-NAME = "telemetry"
-SAFE, UNSAFE, NONE = Applicability.SAFE, Applicability.UNSAFE, Applicability.NONE
-
-_VIS = ("NVML indices are physical GPUs, torch indices are relative to CUDA_VISIBLE_DEVICES/"
-        "HIP_VISIBLE_DEVICES: identical only when no visibility mask is set")
-
-RULES = (
-    rule("PRT730", "nvml-init-shutdown", NAME, "`pynvml.nvmlInit()` / `nvmlShutdown()`: not needed by torch.cuda telemetry.",
-         Category.SHIM, severity=Severity.INFO, fix=SAFE, effort_hours=0.1,
-         explanation="torch.cuda's telemetry helpers initialise NVML (NVIDIA) or amdsmi (ROCm) themselves. "
-         "The statement is removed when every other pynvml use in the file is rewritten; its fix is as "
-         "safe as the least safe of those rewrites."),
-    rule("PRT731", "nvml-device-count", NAME, "`nvmlDeviceGetCount()` → `torch.cuda.device_count()`.",
-         Category.SHIM, fix=UNSAFE, effort_hours=0.25,
-         explanation=f"Unsafe: {_VIS}."),
-    rule("PRT732", "nvml-device-handle", NAME, "`nvmlDeviceGetHandleByIndex(i)`: the handle becomes the torch index `i`.",
-         Category.SHIM, fix=UNSAFE, effort_hours=0.25,
-         explanation=f"Unsafe: {_VIS}. Rewritten only when the handle is a plain variable whose every use is "
-         "a rewritten pynvml call in the same file."),
-    rule("PRT733", "nvml-memory-info", NAME, "`nvmlDeviceGetMemoryInfo(h)` → `torch.cuda.mem_get_info` / `device_memory_used`.",
-         Category.SHIM, fix=SAFE, effort_hours=0.25,
-         explanation="`.free`/`.total` come from cudaMemGetInfo/hipMemGetInfo (bytes, exact). `.used` is "
-         "`torch.cuda.device_memory_used` (NVML on NVIDIA; amdsmi `vram_used` in MiB on AMD: approximate, "
-         "so unsafe). A stored result becomes `porter_device.memory_info(i)` (fields free, total, used). "
-         "Note that `mem_get_info` initialises the GPU's CUDA/HIP context (some hundred MB on that device) "
-         "where NVML did not: a monitor that queries other GPUs than the one it computes on pays that once."),
-    rule("PRT734", "nvml-utilization", NAME, "`nvmlDeviceGetUtilizationRates(h)` → `torch.cuda.utilization` / `memory_usage`.",
-         Category.SHIM, fix=UNSAFE, effort_hours=0.25,
-         explanation="Unsafe: on AMD these read amdsmi `gfx_activity` / `umc_activity`, activity counters "
-         "that approximate NVML's percentages."),
-    rule("PRT735", "nvml-power-usage", NAME, "`nvmlDeviceGetPowerUsage(h)` (mW) → `porter_device.power_draw_mw(i)`.",
-         Category.SHIM, fix=UNSAFE, effort_hours=0.25,
-         explanation="Unit trap: `torch.cuda.power_draw` is mW on NVIDIA and W on ROCm (0 when amdsmi says "
-         "N/A). The capability module's `power_draw_mw` multiplies by 1000 on ROCm. Unsafe: AMD reports "
-         "socket power, averaged differently."),
-    rule("PRT736", "nvml-temperature", NAME, "`nvmlDeviceGetTemperature(h, NVML_TEMPERATURE_GPU)` → `torch.cuda.temperature(i)`.",
-         Category.SHIM, fix=UNSAFE, effort_hours=0.25,
-         explanation="Unsafe: AMD reports the junction (hotspot) sensor, hotter than NVIDIA's die sensor."),
-    rule("PRT737", "nvml-clock-info", NAME, "`nvmlDeviceGetClockInfo(h, NVML_CLOCK_SM)` → `torch.cuda.clock_rate(i)`.",
-         Category.SHIM, fix=UNSAFE, effort_hours=0.25,
-         explanation="Unsafe: AMD reports the GFX clock, 0 when unavailable. Other clock types are flagged."),
-    rule("PRT738", "nvml-device-name", NAME, "`nvmlDeviceGetName(h)` → `torch.cuda.get_device_name(i)`.",
-         Category.SHIM, fix=SAFE, effort_hours=0.1,
-         explanation="Returns `str` (old pynvml returned bytes; a direct `.decode()` is dropped). On AMD the "
-         "marketing name, e.g. \"AMD Instinct MI300X\"."),
-    rule("PRT739", "nvml-unsupported", NAME, "A pynvml use with no torch.cuda equivalent.",
-         Category.SHIM, fix=NONE, effort_hours=1.0,
-         explanation="Process lists, ECC, NVLink, clocks and limits setters, MIG, driver versions, "
-         "`pynvml.NVMLError` handlers: port by hand to amdsmi (`amdsmi_get_gpu_process_list`, "
-         "`amdsmi_get_gpu_ecc_count`...) behind `porter_device.is_rocm()`, or drop the feature."),
-    rule("PRT740", "nvidia-smi-subprocess", NAME, "`nvidia-smi` run in a subprocess (absent on AMD machines).",
-         Category.SHIM, fix=NONE, effort_hours=1.0,
-         explanation="The portable replacement for the queried fields is printed in the message "
-         "(`torch.cuda.mem_get_info`, `utilization`, `temperature`, `porter_device.power_draw_mw`...). "
-         "On AMD the command-line tool is `amd-smi` (or the older `rocm-smi`), with different flags and output."),
-    rule("PRT745", "torch-nvtx", NAME, "`torch.cuda.nvtx` markers: kept, they work on ROCm.",
-         Category.BENIGN, severity=Severity.INFO, fix=NONE, effort_hours=0.0,
-         explanation="ROCm builds of PyTorch map NVTX ranges to roctx, so the markers reach rocprof. A build "
-         "without the binding raises `RuntimeError`; `torch.profiler.record_function` is the "
-         "vendor-neutral alternative when the markers are only for the PyTorch profiler."),
-    rule("PRT746", "nvtx-package", NAME, "The standalone `nvtx` package: NVIDIA-only markers.",
-         Category.SHIM, fix=NONE, effort_hours=0.25,
-         explanation="`nvtx.annotate`/`push_range` reach Nsight only; on AMD they are no-ops. Use "
-         "`torch.cuda.nvtx.range` (mapped to roctx on ROCm) or `torch.profiler.record_function`."),
-)
 
 # pynvml name -> (rule code, base applicability) for calls porter can rewrite
 _DIRECT = {
@@ -650,19 +584,3 @@ _SMI_FIELDS = {
 }
 
 
-FAMILY = Family(
-    name=NAME,
-    title="GPU telemetry: pynvml → torch.cuda telemetry, nvidia-smi, NVTX",
-    order=65,
-    rules=RULES,
-    tokens=("pynvml", "nvidia-smi", "nvtx"),
-    python=TelemetryVisitor,
-    description="Replaces pynvml calls with PyTorch's own telemetry helpers, which read NVML on NVIDIA and "
-    "amdsmi on AMD, and removes `nvmlInit`/`nvmlShutdown` and the pynvml import once unused. Power goes "
-    "through `porter_device.power_draw_mw` (torch reports W on ROCm, mW on NVIDIA).",
-    verified="Fixture tests (tests/fixtures/telemetry) cover each call, the all-or-nothing rule, the "
-    "unit trap and the visibility trap; tests/test_telemetry.py runs rewritten code against a fake "
-    "pynvml and fake torch.cuda telemetry for both vendors.",
-    review="Device indices: NVML's are physical, torch's follow CUDA_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES. "
-    "On AMD, utilization, temperature (junction) and used memory are approximations of NVIDIA's counters.",
-)

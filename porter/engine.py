@@ -112,6 +112,9 @@ def raw_findings(ctx: FileContext, fams: Sequence[Family]) -> list[Finding]:
             for av in ast_visitors:
                 found.extend(av.findings)
         py_fams = [f for f in fams if f.python is not None]
+        if py_fams and ctx.tree is not None:
+            # each LibCST family's exact gate, decided on the ast tier: no LibCST parse when none holds
+            py_fams = [f for f in py_fams if f.python_gate is None or load(f.python_gate)(ctx)]
         if py_fams:
             ctx.module  # noqa: B018 - parse here: a LibCST syntax error is the file's, not a family's crash
             visitors = [load(f.python)(ctx) for f in py_fams if f.python is not None]

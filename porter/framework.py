@@ -208,6 +208,10 @@ class Family:
     # Python-only pre-filter replacing ``tokens`` on Python files (None: ``tokens`` apply); C++ tokens
     # such as ``#include`` or ``__all`` say nothing about a Python file
     python_tokens: tuple[str, ...] | None = None
+    # A cheap exact test on the stdlib-ast tier (``ctx.tree``, ``ctx.ast_imports``) that must hold for
+    # the LibCST visitor to report anything (e.g. "the file imports flash_attn or xformers"); when it
+    # fails, LibCST is not parsed for this family. A "module:name" reference to ``(PyContext) -> bool``.
+    python_gate: Callable[[PyContext], bool] | str | None = None
     # Python files this family reads, by base name (empty: every Python file), e.g. ("setup.py",)
     python_files: tuple[str, ...] = ()
     checkers: Mapping[str, Checker | str] = field(default_factory=dict)  # language -> checker

@@ -313,7 +313,7 @@ def test_inline_ptx_lane_ids_are_flagged_not_patched() -> None:
 
 # -- repository-wide facts: a vendor header's HIP shims and platform-only macros ---------------------------
 def test_repo_facts_find_hip_shims_and_platform_macros(tmp_path) -> None:
-    from porter.codemods.warp_size import PLATFORM_FACT, SHIMS_FACT, repo_facts
+    from porter.codemods.warp_size.analysis import PLATFORM_FACT, SHIMS_FACT, repo_facts
 
     (tmp_path / "vendors").mkdir()
     (tmp_path / "vendors" / "hip.h").write_text(

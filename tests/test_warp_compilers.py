@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from porter.codemods.warp_size import header_text
+from porter.codemods.warp_size.analysis import header_text
 from porter.config import Settings
 from porter.engine import fix
 from porter.hipify_wrappers import run_hipify

@@ -144,7 +144,7 @@ def test_project_macro_names() -> None:
 
 
 def test_a_failing_reachability_scan_keeps_the_other_facts(tmp_path: Path, monkeypatch) -> None:
-    from porter.codemods import warp_size
+    from porter.codemods.warp_size import analysis as warp_size
 
     def boom(*_a, **_k):
         raise RecursionError("deep include chain")

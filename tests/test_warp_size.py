@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from porter.codemods._warp_analysis import analyse
 from porter.codemods._warp_symbols import Symbols, evaluate
-from porter.codemods.warp_size import header_text
+from porter.codemods.warp_size.analysis import header_text
 from porter.engine import fix
 from porter.findings import Applicability
 from porter.testing import findings, fixed, settings_for

@@ -78,12 +78,13 @@ def test_kept_fallback_moves_nested_blocks_with_their_continuation_lines() -> No
 
 def test_prefilter_tokens_cover_every_name_a_rule_needs() -> None:
     from porter.codemods import packages as p
+    from porter.codemods.packages import visitor
 
     fam = registry.family("packages")
     assert fam is not None
     for module in p._ALL_MODULES:  # imports, uses, gates, re-exports, by-name imports
         assert fam.matches(f"import {module}\n", "python"), module
-    for key in p._HELPER_PACKAGES:  # transformers-style helpers
+    for key in visitor._HELPER_PACKAGES:  # transformers-style helpers
         assert fam.matches(f"from transformers.utils import is_{key}_available\n", "python"), key
     # broad words that no rule needs no longer select a file
     assert not fam.matches("x = torch._lib.load()\nif is_torch_available():\n    pass\n", "python")

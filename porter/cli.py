@@ -450,7 +450,7 @@ def check(fmt: str, exit_zero: bool, include_benign: bool, **kw: Any) -> None:
     --include-benign only; warnings and errors fail the check.
     """
     from . import reporters
-    from .findings import Severity
+    from .registry import is_actionable
 
     if _stdin_mode(kw):
         from .engine import analyze
@@ -464,7 +464,7 @@ def check(fmt: str, exit_zero: bool, include_benign: bool, **kw: Any) -> None:
     if not include_benign:
         # a file porter could not analyse (binary, too large) is never a silent pass: padding a file
         # past max-file-size or adding one NUL byte must not hide what it holds (exclude it explicitly)
-        findings = [f for f in findings if reporters.severity_of(f) != Severity.INFO or f.code in NOT_ANALYSED]
+        findings = [f for f in findings if is_actionable(f) or f.code in NOT_ANALYSED]
     if fmt == "json":
         click.echo(reporters.render_json(findings), nl=False)
     elif fmt == "sarif":
@@ -515,7 +515,7 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
           show_fixes: bool, annotate: bool, emit_parity: str | None, **kw: Any) -> None:
     """Apply porter's fixes to PATHS (safe ones; --unsafe-fixes adds approximations)."""
 
-    from . import reporters
+    from .registry import is_actionable
     from .runner import write
 
     if _stdin_mode(kw):
@@ -588,7 +588,7 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
         for f in fixed:
             console.print(f"  fixed {_shown(f.path)}:{f.line}:{f.column} {f.code} {_shown(f.message)}",
                           highlight=False)
-    remaining = [f for f in result.findings if reporters.severity_of(f).value != "info"]
+    remaining = [f for f in result.findings if is_actionable(f)]
     unsafe_left = sum(1 for f in remaining if f.fix.value == "unsafe")
     verb = "would fix" if dry_run or patch_dir else "fixed"
     console.print(

@@ -238,7 +238,7 @@ def plan(
 
 
 def _class_counts(findings: list[Finding]) -> dict[str, int]:
-    from .reporters import category_of
+    from .registry import category_of
 
     out = {"benign": 0, "shim": 0, "replace": 0}
     for f in findings:
@@ -356,7 +356,7 @@ def render_report(p: MigrationPlan) -> str:
 
 
 def _class_of(f: Finding) -> str:
-    from .reporters import category_of
+    from .registry import category_of
 
     return category_of(f).value
 
@@ -421,9 +421,9 @@ def _report_charts(flagged: list[Finding], after: list[Finding], est: Any, by_ru
 
 
 def _blocking(f: Finding) -> bool:
-    from .reporters import severity_of
+    from .registry import is_actionable
 
-    return severity_of(f).value != "info"
+    return is_actionable(f)
 
 
 # -- writing ----------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from porter.config import Option
 from porter.findings import Applicability, Category, Finding, Severity
 from porter.framework import Family, FileContext, PyContext, PyVisitor, rule
 
@@ -459,4 +460,8 @@ FAMILY = Family(
     "list; the rewritten setup.py parses; flags already under a hip/ROCm gate are left alone.",
     review="Set PYTORCH_ROCM_ARCH for the target GPUs; re-check fast-math-sensitive kernels; rebuild the "
     "container from the ROCm image and run it with the device flags.",
+    options=(
+        Option("rocm-image", "string", DEFAULT_IMAGE, "The container image that replaces NVIDIA's PyTorch "
+               "image."),
+    ),
 )

@@ -30,6 +30,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from porter.config import Option
 from porter.findings import Applicability, Category, Edit, Finding, Severity
 from porter.framework import Family, FileContext, PyContext, PyVisitor, rule
 from porter.manifests import requirement_lines, toml_strings
@@ -1096,6 +1097,11 @@ FAMILY = Family(
     "byte-identical, and drops depend on the import facts of the run.",
     review="Check that the pinned torch version is published for the chosen ROCm version, and that nothing "
     "loads a dropped package dynamically.",
+    options=(
+        Option("rocm-version", "string", "", "The ROCm wheel index (e.g. 6.3; default: the newest one that "
+               f"carries target-torch, else {DEFAULT_ROCM_VERSION})."),
+        Option("torchao-requirement", "string", DEFAULT_TORCHAO, "The torchao requirement porter adds."),
+    ),
 )
 
 __all__ = ["FAMILY", "RULES", "assess", "drop_item", "insert_after_item", "rocm_url"]

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
+from porter.config import Option
 from porter.findings import Applicability, Category, Edit, Finding, Severity
 from porter.framework import Family, FileContext, PyContext, PyVisitor, rule
 
@@ -1022,4 +1023,8 @@ FAMILY = Family(
     "negative tests for traps 5, 21, 22 and 30.",
     review="8-bit/4-bit quantization never matches across libraries: re-evaluate model quality after an "
     "unsafe fix; optimizer and quantized-model checkpoints are not interchangeable.",
+    options=(
+        Option("strategy", "string", "torchao", "`bitsandbytes-rocm` keeps the code on bitsandbytes and turns "
+               "the torchao rewrites into pin advice.", choices=STRATEGIES),
+    ),
 )

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from porter.config import Option
 from porter.findings import Applicability, Category, Edit, Finding, Severity
 from porter.framework import Family, FileContext, PyVisitor, rule
 
@@ -411,4 +412,10 @@ FAMILY = Family(
     review="Findings without a fix (host geometry, PTX, MMA fragments, divergent collectives, deprecated "
     "wavefront macros) need manual work. Kernels run at half wavefront occupancy per logical warp on CDNA: "
     "consider the physical strategy for hot kernels.",
+    options=(
+        Option("strategy", "string", LOGICAL, "`logical`: a warp stays 32 lanes (SAFE fixes); `physical`: "
+               "kernels become generic over the hardware wavefront (UNSAFE).", choices=(LOGICAL, PHYSICAL)),
+        Option("header-dir", "string", "", "Where porter_warp.h is created (default: next to each patched "
+               "file).", path=True),
+    ),
 )

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 from . import __version__
+from .config import setting_keys
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 NOT_ANALYSED = frozenset({"PRT003", "PRT004"})  # binary, too large: `check` fails on them
@@ -102,7 +103,8 @@ def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--select", multiple=True, help="Rule codes or prefixes to enable (comma-separated or repeated); ALL for every rule."),
         click.option("--extend-select", multiple=True, help="Codes or prefixes to enable on top of the configured selection."),
         click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable."),
-        click.option("--config", "config", multiple=True, help="A config file, or a KEY=VALUE override in TOML syntax."),
+        click.option("--config", "config", multiple=True, help="A config file, or a KEY=VALUE override in TOML syntax; "
+                     f"KEY is one of {', '.join(setting_keys())}, or FAMILY.KEY (see `porter options`)."),
         click.option("--isolated", is_flag=True, help="Ignore configuration files."),
         click.option("--root", type=click.Path(path_type=Path, file_okay=False), help="The target root (default: the single directory given, else the current directory)."),
         click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all cores; 1 = serial)."),
@@ -643,6 +645,17 @@ def rules_cmd(as_json: bool, family: str | None) -> None:
         return
     for r in table:
         click.echo(f"{r.code}  {r.name:<34} {r.category.value:<8} fix={r.fix.value:<6} {r.family:<12} {r.summary}")
+
+
+@main.command("options")
+@click.option("--markdown", is_flag=True, help="As Markdown tables (the README's list).")
+def options_cmd(markdown: bool) -> None:
+    """List every setting of [tool.porter] and of each family's [tool.porter.<family>]: type, default, help."""
+    from . import registry
+    from .config import render_options
+
+    registry.check_loaded()
+    click.echo(render_options(markdown), nl=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -27,7 +27,7 @@ from .findings import Applicability, Category, Edit, Finding, Rule, Severity
 from .pyimports import ImportIndex
 
 if TYPE_CHECKING:
-    from .config import Settings
+    from .config import Option, Settings
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,7 @@ class Family:
     # Repo-wide pre-scan over the files of its languages (root, relpaths) -> entries merged into
     # RepoFacts.extra for every file of the run; must only read inside root.
     repo_facts: Callable[[Path, Sequence[str]], Mapping[str, Any]] | None = None
+    options: tuple[Option, ...] = ()  # its [tool.porter.<family>] keys (porter.config.Option)
 
     @property
     def languages(self) -> frozenset[str]:

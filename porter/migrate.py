@@ -661,7 +661,7 @@ def migrate(repo: Path, out: Path | None, dry_run: bool, branch: str | None, all
     """Turn REPO into a reviewable patch series (one patch per family) plus a migration report."""
     import sys
 
-    from .cli import Progress, _settings, make_console
+    from .console import Progress, make_console, resolve_settings
 
     console = make_console(stderr=True, quiet=quiet)
     root = Path(os.path.abspath(repo))
@@ -687,7 +687,7 @@ def migrate(repo: Path, out: Path | None, dry_run: bool, branch: str | None, all
         assert repo is not None
         if proc.git(repo, ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], check=False).returncode == 0:
             raise click.ClickException(f"branch {branch!r} already exists")
-    settings = _settings({"select": select, "ignore": ignore, "config": config}, root, unsafe_fixes)
+    settings = resolve_settings(root, config=config, select=select, ignore=ignore, unsafe_fixes=unsafe_fixes)
     settings, target_note = migration_target(settings, target_torch)
     progress = None if quiet else Progress(console, label=f"porter migrate {root.name}")
     try:

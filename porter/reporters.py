@@ -16,7 +16,6 @@ from .findings import Applicability, Category, Finding, Rule, Severity
 from .registry import category_of, effort_of, rule_of, severity_of
 from .textio import read_bounded
 
-FORMATS = ("text", "concise", "json", "sarif", "markdown", "github", "html")
 INFO_URI = "https://pypi.org/project/porter-rocm/"
 
 

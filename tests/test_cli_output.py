@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import run_porter
 
-from porter.cli import Progress, make_console
+from porter.console import Progress, make_console
 
 FLASH_AT_100 = "import torch\n" + "\n" * 98 + "from flash_attn import flash_attn_func  # line 100\n"
 

@@ -53,3 +53,29 @@ def test_actionable_is_warning_or_error() -> None:
     assert registry.is_actionable(Finding(code=warn.code, message=""))
     assert not registry.is_actionable(Finding(code=warn.code, message="", severity=Severity.INFO))
     assert registry.is_actionable(Finding(code="PRT999", message=""))  # no such rule: an error
+
+
+def test_migrate_does_not_import_the_cli() -> None:
+    code = "import sys, porter.migrate; print('porter.cli' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_cli_starts_without_the_rules() -> None:
+    # the format table is importable without the renderers (and so without LibCST and the families)
+    code = "import sys, porter.cli; print(sorted(m for m in ('libcst', 'porter.reporters', 'porter.registry') " \
+           "if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_one_format_table_serves_audit_and_check() -> None:
+    from porter.cli import audit, check
+    from porter.console import FORMATS, RENDERERS
+
+    def choices(command: object) -> tuple[str, ...]:
+        opt = next(p for p in command.params if p.name == "fmt")  # type: ignore[attr-defined]
+        return tuple(opt.type.choices)
+
+    assert choices(audit) == FORMATS and set(choices(check)) <= set(FORMATS)
+    assert set(FORMATS) - set(RENDERERS) == {"text"}

@@ -209,7 +209,7 @@ class AuditSummary:
     what_it_takes: list[str]
     automatic: dict[str, int] = field(default_factory=dict)  # code -> sites porter fixes (safe)
     manual_work_sites: int = 0  # sites with no fix that carry effort (benign inventory excluded)
-    versus_typical: str = ""  # this estimate against the playbook's typical effort for the goal
+    versus_typical: str = ""  # this estimate against the typical effort for the goal (TYPICAL_DAYS)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

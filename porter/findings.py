@@ -11,7 +11,7 @@ from typing import Any
 
 
 class Category(str, Enum):
-    """The playbook's classes for a CUDA-surface site."""
+    """The porting classes of a CUDA-surface site: how much work it takes on ROCm."""
 
     BENIGN = "benign"  # works unchanged on ROCm PyTorch
     SHIM = "shim"  # needs an adapter (telemetry, nvtx, vendor checks...)

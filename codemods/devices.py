@@ -31,6 +31,7 @@ from importlib import resources
 
 import libcst as cst
 
+from porter.config import Option
 from porter.findings import Applicability, Category, Severity
 from porter.framework import Family, FileContext, PyContext, PyVisitor, rule
 from porter.pyimports import dotted
@@ -693,4 +694,12 @@ FAMILY = Family(
     "mocked A100, H100, MI250X and MI300X properties.",
     review="Gates porter could not attribute to a feature are listed with their answers on A100, H100, "
     "MI250X and MI300X: decide what each one means.",
+    options=(
+        Option("module", "string", DEFAULT_MODULE, "Dotted import name of the capability module porter adds "
+               "(a package should use `mypkg.porter_device`)."),
+        Option("path", "string", "", "The module's file, when it is not the module name with dots turned into "
+               "slashes (src/ layouts).", path=True),
+        Option("import-style", "string", "absolute", "`relative`: files in the module's own package import it "
+               "relatively.", choices=("absolute", "relative")),
+    ),
 )

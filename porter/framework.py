@@ -27,7 +27,7 @@ from .findings import Applicability, Category, Edit, Finding, Rule, Severity
 if TYPE_CHECKING:
     import libcst as cst
 
-    from .config import Settings
+    from .config import Option, Settings
     from .pyast import AstVisitor
     from .pycst import PyVisitor
     from .pyimports import ImportIndex
@@ -221,6 +221,7 @@ class Family:
     # Repo-wide pre-scan over the files of its languages (root, relpaths) -> entries merged into
     # RepoFacts.extra for every file of the run; must only read inside root.
     repo_facts: Callable[[Path, Sequence[str]], Mapping[str, Any]] | str | None = None
+    options: tuple[Option, ...] = ()  # its [tool.porter.<family>] keys (porter.config.Option)
 
     @property
     def languages(self) -> frozenset[str]:

@@ -363,6 +363,11 @@ class DevicesVisitor(AstVisitor):
         self.dm = device_module(ctx)
         # enclosing if / conditional expression / and-or nodes: their branches are guarded by their tests
         self._branching: list[ast.If | ast.IfExp | ast.BoolOp] = []
+        # a capability value needs torch.cuda.get_device_{capability,properties,name}: the name's last
+        # part is written in the file (in the chain or in its import), so without it no comparison
+        # can be a gate and the bookkeeping for gates is skipped
+        self._gates = "get_device_" in ctx.text
+        self._version_names: dict[str, bool] = {}
 
     def report(self, node: ast.AST, code: str, message: str, **kwargs: Any) -> Finding | None:  # type: ignore[override]
         """Report nothing inside the capability module itself: its checks are the reference."""
@@ -514,34 +519,41 @@ class DevicesVisitor(AstVisitor):
             self._mark(expr.operand, where)
 
     def visit_Assert(self, node: ast.Assert) -> None:
-        self._mark(node.test, ("assert", node))
+        if self._gates:
+            self._mark(node.test, ("assert", node))
 
     def visit_Return(self, node: ast.Return) -> None:
-        self._mark(node.value, ("text", self._fn_names[-1] if self._fn_names else ""))
+        if self._gates:
+            self._mark(node.value, ("text", self._fn_names[-1] if self._fn_names else ""))
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        self._mark(node.value, ("assign", node))
         targets = node.targets
-        self._track(targets[0] if len(targets) == 1 else None, node.value)
-        for t in targets:
-            self._count_stores(t)
+        if self._gates:
+            self._mark(node.value, ("assign", node))
+            self._track(targets[0] if len(targets) == 1 else None, node.value)
+            for t in targets:
+                self._count_stores(t)
         self._flag_assignment(targets)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        self._mark(node.value, ("ann", node))
-        self._track(node.target, node.value)
-        self._count_stores(node.target)
+        if self._gates:
+            self._mark(node.value, ("ann", node))
+            self._track(node.target, node.value)
+            self._count_stores(node.target)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self._count_stores(node.target, 2)
+        if self._gates:
+            self._count_stores(node.target, 2)
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
-        self._count_stores(node.target, 2)
+        if self._gates:
+            self._count_stores(node.target, 2)
 
     visit_AsyncFor = visit_For
 
     def visit_arg(self, node: ast.arg) -> None:
-        self._stores[(node.arg, self._scopes[-1])] = 2
+        if self._gates:
+            self._stores[(node.arg, self._scopes[-1])] = 2
 
     def _count_stores(self, target: ast.AST, n: int = 1) -> None:
         if isinstance(target, ast.Name):
@@ -634,7 +646,8 @@ class DevicesVisitor(AstVisitor):
     def visit_Compare(self, node: ast.Compare) -> None:
         if len(node.ops) != 1:
             return
-        self._candidates.append(_Candidate(node, self._scopes[-1], self._context.get(id(node))))
+        if self._gates:
+            self._candidates.append(_Candidate(node, self._scopes[-1], self._context.get(id(node))))
         self._version_compare(node)
 
     def leave_Module(self, node: ast.Module) -> None:
@@ -752,12 +765,21 @@ class DevicesVisitor(AstVisitor):
 
     # -- torch.version.cuda ----------------------------------------------------------------------
     def _is_cuda_version(self, expr: ast.AST) -> bool:
+        """``torch.version.cuda`` through the file's imports (``torch.version.cuda``, ``version.cuda``,
+        ``tv.cuda``, an imported ``cuda``)."""
         if isinstance(expr, ast.Attribute):
             if expr.attr != "cuda":
                 return False
-        elif not isinstance(expr, ast.Name):
-            return False
-        return self.qualname(expr) == "torch.version.cuda"
+            value = expr.value
+            if not (isinstance(value, ast.Name) or isinstance(value, ast.Attribute) and value.attr == "version"):
+                return False
+            return self.qualname(expr) == "torch.version.cuda"
+        if isinstance(expr, ast.Name):
+            found = self._version_names.get(expr.id)
+            if found is None:
+                found = self._version_names[expr.id] = self.qualname(expr) == "torch.version.cuda"
+            return found
+        return False
 
     def _version_compare(self, node: ast.Compare) -> None:
         for side in (node.left, node.comparators[0]):
@@ -779,7 +801,8 @@ class DevicesVisitor(AstVisitor):
                     "porter_device.is_nvidia() for NVIDIA-only code", fix=NONE)
 
     def visit_If(self, node: ast.If) -> None:
-        self._mark(node.test, ("if", node))
+        if self._gates:
+            self._mark(node.test, ("if", node))
         orelse = node.orelse
         if len(orelse) == 1 and isinstance(orelse[0], ast.If) and orelse[0].col_offset == node.col_offset:
             test = self.code(orelse[0].test)  # an `elif`

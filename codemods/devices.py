@@ -367,7 +367,7 @@ class DevicesVisitor(AstVisitor):
         # part is written in the file (in the chain or in its import), so without it no comparison
         # can be a gate and the bookkeeping for gates is skipped
         self._gates = "get_device_" in ctx.text
-        self._version_names: dict[str, bool] = {}
+        self._names: dict[str, str | None] = {}
 
     def report(self, node: ast.AST, code: str, message: str, **kwargs: Any) -> Finding | None:  # type: ignore[override]
         """Report nothing inside the capability module itself: its checks are the reference."""
@@ -775,11 +775,16 @@ class DevicesVisitor(AstVisitor):
                 return False
             return self.qualname(expr) == "torch.version.cuda"
         if isinstance(expr, ast.Name):
-            found = self._version_names.get(expr.id)
-            if found is None:
-                found = self._version_names[expr.id] = self.qualname(expr) == "torch.version.cuda"
-            return found
+            return self._name_qualname(expr) == "torch.version.cuda"
         return False
+
+    def _name_qualname(self, node: ast.Name) -> str | None:
+        """What a bare name resolves to (the import index does not depend on where it is used)."""
+        try:
+            return self._names[node.id]
+        except KeyError:
+            found = self._names[node.id] = self.qualname(node)
+            return found
 
     def _version_compare(self, node: ast.Compare) -> None:
         for side in (node.left, node.comparators[0]):
@@ -804,7 +809,9 @@ class DevicesVisitor(AstVisitor):
         if self._gates:
             self._mark(node.test, ("if", node))
         orelse = node.orelse
-        if len(orelse) == 1 and isinstance(orelse[0], ast.If) and orelse[0].col_offset == node.col_offset:
+        # (only a torch.version.cuda test is ever looked up in _seen_version)
+        if len(orelse) == 1 and isinstance(orelse[0], ast.If) and orelse[0].col_offset == node.col_offset \
+                and self._is_cuda_version(node.test):
             test = self.code(orelse[0].test)  # an `elif`
             if _ROCM_GUARD.search(test) and "version.cuda" not in test:
                 self._seen_version.add(id(node.test))  # `if torch.version.cuda: ... elif torch.version.hip: ...`
@@ -897,9 +904,11 @@ class DevicesVisitor(AstVisitor):
             last = func.attr
             if not ("nvfuser" in last or last in _TS_FUSER or last == "version" or last == "enable_cudnn_sdp"):
                 return  # the qualified name ends with this attribute: none of the switches below
-        elif not isinstance(func, ast.Name):
+            q = self.qualname(func)
+        elif isinstance(func, ast.Name):
+            q = self._name_qualname(func)
+        else:
             return
-        q = self.qualname(func)
         if q is not None and q.startswith("torch._C.") and _NVFUSER.match(q[len("torch._C."):]):
             self.report(node, "PRT716", f"{self._shown(func)}: nvFuser was never built for ROCm and has left "
                         "TorchScript (current PyTorch only warns and does nothing); delete the call, and use "

@@ -4,7 +4,7 @@
 message and (optionally) edits. ``codemods.warp_size`` turns them into findings and adds the
 header include. The same analysis runs on CUDA source embedded in Python strings.
 
-How a literal becomes a hazard (the spec's decision rule): only in a warp context. Warp
+How a literal becomes a hazard (the decision rule): only in a warp context. Warp
 intrinsic calls (shuffles, votes, ballots, ``__syncwarp``) are hazards by themselves; loops,
 lane arithmetic, shared arrays and block geometry are reported only inside a function that
 calls a raw warp intrinsic (directly, through a macro, or through a device function that does),

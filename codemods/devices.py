@@ -23,17 +23,21 @@ function name, so nothing in the file can be shadowed.
 
 from __future__ import annotations
 
+import ast
+import io
+import keyword
 import posixpath
 import re
+import tokenize
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from typing import Any
 
-import libcst as cst
-
-from porter.findings import Applicability, Category, Severity
-from porter.framework import Family, FileContext, PyContext, PyVisitor, rule
-from porter.pyimports import dotted
+from porter.config import Option
+from porter.findings import Applicability, Category, Finding, Severity
+from porter.framework import Family, FileContext, PyContext, rule
+from porter.pyast import AstVisitor
 
 NAME = "devices"
 TEMPLATE = "porter_device.py"
@@ -191,9 +195,9 @@ _INTENT = {
     "tf32": re.compile(r"tf32"),
 }
 _OPS = {
-    cst.GreaterThanEqual: (">=", lambda a, b: a >= b), cst.GreaterThan: (">", lambda a, b: a > b),
-    cst.LessThanEqual: ("<=", lambda a, b: a <= b), cst.LessThan: ("<", lambda a, b: a < b),
-    cst.Equal: ("==", lambda a, b: a == b), cst.NotEqual: ("!=", lambda a, b: a != b),
+    ast.GtE: (">=", lambda a, b: a >= b), ast.Gt: (">", lambda a, b: a > b),
+    ast.LtE: ("<=", lambda a, b: a <= b), ast.Lt: ("<", lambda a, b: a < b),
+    ast.Eq: ("==", lambda a, b: a == b), ast.NotEq: ("!=", lambda a, b: a != b),
 }
 _FLIP = {">=": "<=", ">": "<", "<=": ">=", "<": ">", "==": "==", "!=": "!="}
 _BY_SYMBOL = {sym: fn for sym, fn in _OPS.values()}
@@ -236,11 +240,12 @@ class Gate:
         return ", ".join(f"{name} {'true' if self.evaluate(cap) else 'false'}" for name, cap in REFERENCE)
 
 
-def _literal(node: cst.BaseExpression) -> tuple[int, ...] | int | None:
-    if isinstance(node, cst.Integer):
-        return int(node.evaluated_value)
-    if isinstance(node, cst.Tuple) and node.elements:
-        vals = [_literal(el.value) for el in node.elements]
+def _literal(node: ast.AST) -> tuple[int, ...] | int | None:
+    value = _int(node)
+    if value is not None:
+        return value
+    if isinstance(node, ast.Tuple) and node.elts:
+        vals = [_literal(_unstar(el)) for el in node.elts]
         if all(isinstance(v, int) for v in vals):
             return tuple(v for v in vals if isinstance(v, int))
     return None
@@ -257,12 +262,93 @@ _PARSERS = {"float", "int", "tuple", "packaging.version.parse", "packaging.versi
 
 @dataclass
 class _Candidate:
-    node: cst.Comparison
+    node: ast.Compare
     scope: int
-    context: str  # text the intent is read from
+    context: tuple[str, object] | None  # where the intent is read from (see DevicesVisitor._context_text)
 
 
-class DevicesVisitor(PyVisitor):
+_Pos = tuple[int, int]
+
+
+def _start(node: ast.AST) -> _Pos:
+    decorators = getattr(node, "decorator_list", None)
+    if decorators:  # a decorated definition starts at its first decorator
+        node = decorators[0]
+    return node.lineno, node.col_offset  # type: ignore[attr-defined]
+
+
+def _end(node: ast.AST) -> _Pos:
+    return node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
+
+
+def _inside(node: ast.AST, first: ast.AST, last: ast.AST) -> bool:
+    """Whether ``node`` lies in the source range from ``first`` to ``last``."""
+    return _start(first) <= _start(node) and _end(node) <= _end(last)
+
+
+def _dotted(expr: ast.AST) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None."""
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        parts.append(expr.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _unstar(node: ast.AST) -> ast.AST:
+    return node.value if isinstance(node, ast.Starred) else node
+
+
+def _int(node: ast.AST) -> int | None:
+    """The value of an integer literal (not a bool: ``True`` is a name, not a number)."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+def _call_args(node: ast.Call) -> list[ast.AST]:
+    """Positional, starred and keyword arguments in source order."""
+    if node.args and node.keywords:
+        return sorted([*node.args, *node.keywords], key=_start)
+    return [*node.args, *node.keywords]
+
+
+def _skip_left(text: str, i: int) -> int:
+    """The offset of the first character at or before ``i`` that is not blank or a comment."""
+    while i >= 0:
+        c = text[i]
+        if c == "\n":
+            line_start = text.rfind("\n", 0, i) + 1
+            hash_at = text.find("#", line_start, i)
+            if hash_at >= 0:  # the previous line ends in a comment
+                i = hash_at
+        elif c not in " \t\f\r\\":
+            return i
+        i -= 1
+    return i
+
+
+def _skip_right(text: str, j: int) -> int:
+    """The offset of the first character at or after ``j`` that is not blank or a comment."""
+    while j < len(text):
+        c = text[j]
+        if c == "#":
+            nl = text.find("\n", j)
+            j = len(text) if nl < 0 else nl
+        elif c not in " \t\f\r\n\\":
+            return j
+        else:
+            j += 1
+    return j
+
+
+_CALL_PARENS = frozenset(keyword.kwlist) - {"True", "False", "None"}
+
+
+class DevicesVisitor(AstVisitor):
     family = NAME
 
     def __init__(self, ctx: PyContext) -> None:
@@ -270,92 +356,233 @@ class DevicesVisitor(PyVisitor):
         self._scopes: list[int] = [0]
         self._fn_names: list[str] = []
         # (name, scope) -> (assigned value, tuple index or None)
-        self._assigns: dict[tuple[str, int], tuple[cst.BaseExpression, int | None]] = {}
+        self._assigns: dict[tuple[str, int], tuple[ast.AST, int | None]] = {}
         self._stores: dict[tuple[str, int], int] = {}
-        self._context: dict[int, str] = {}  # id(comparison) -> intent text
+        self._context: dict[int, tuple[str, object]] = {}  # id(comparison) -> where its intent is read
         self._candidates: list[_Candidate] = []
         self._seen_version: set[int] = set()
         self.dm = device_module(ctx)
-        self._guards: list[str] = []
+        # enclosing if / conditional expression / and-or nodes: their branches are guarded by their tests
+        self._branching: list[ast.If | ast.IfExp | ast.BoolOp] = []
+        # a capability value needs torch.cuda.get_device_{capability,properties,name}: the name's last
+        # part is written in the file (in the chain or in its import), so without it no comparison
+        # can be a gate and the bookkeeping for gates is skipped
+        self._gates = "get_device_" in ctx.text
+        self._names: dict[str, str | None] = {}
 
-    def report(self, node: cst.CSTNode, code: str, message: str, **kwargs: object):  # type: ignore[override]
+    def report(self, node: ast.AST, code: str, message: str, **kwargs: Any) -> Finding | None:  # type: ignore[override]
         """Report nothing inside the capability module itself: its checks are the reference."""
         if self.dm is None:
             return None
-        return super().report(node, code, message, **kwargs)  # type: ignore[arg-type]
+        return super().report(node, code, message, **kwargs)
+
+    # -- source text --------------------------------------------------------------------------
+    def _shown(self, node: ast.AST) -> str:
+        """The node's text as LibCST prints it: with the parentheses that wrap it (not those of
+        a call around it), continuation lines without the statement's indentation."""
+        start, end = self._parenthesized(node)
+        return self._unindented(start, end, node)
+
+    def _parenthesized(self, node: ast.AST) -> tuple[int, int]:
+        text = self.ctx.text
+        start, end = self.span(node)
+        while True:
+            i = _skip_left(text, start - 1)
+            if i < 0 or text[i] != "(":
+                break
+            j = _skip_right(text, end)
+            if j >= len(text) or text[j] != ")":
+                break
+            k = i - 1
+            while k >= 0 and text[k] in " \t\f\\":
+                k -= 1
+            if k >= 0 and (text[k] in ")]}'\"" or text[k].isalnum() or text[k] == "_"):
+                m = k
+                while m >= 0 and (text[m].isalnum() or text[m] == "_"):
+                    m -= 1
+                if text[m + 1 : k + 1] not in _CALL_PARENS:
+                    break  # the parentheses of a call (or of a def/class header)
+            start, end = i, j + 1
+        return start, end
+
+    def _unindented(self, start: int, end: int, node: ast.AST) -> str:
+        """``text[start:end]`` without the enclosing statement's indentation at the start of
+        its continuation lines (LibCST prints a node's code that way); the lines inside a
+        string literal and after a backslash continuation keep theirs."""
+        text = self.ctx.text[start:end]
+        if "\n" not in text:
+            return text
+        indent = self._statement_indent(node)
+        if not indent:
+            return text
+        keep: set[int] = set()  # offsets in ``text`` of line starts inside string literals
+        try:
+            for tok in tokenize.generate_tokens(io.StringIO("(" + text + ")").readline):
+                if tok.type == tokenize.STRING and tok.end[0] > tok.start[0]:
+                    keep.update(range(tok.start[0] + 1, tok.end[0] + 1))
+        except (tokenize.TokenError, SyntaxError):
+            pass
+        lines = text.split("\n")
+        for n in range(1, len(lines)):
+            if n + 1 not in keep and not lines[n - 1].endswith("\\") and lines[n].startswith(indent):
+                lines[n] = lines[n][len(indent):]
+        return "\n".join(lines)
+
+    def _statement_indent(self, node: ast.AST) -> str:
+        """The indentation of the innermost statement around ``node``."""
+        pos, stop = _start(node), _end(node)
+        body: list[ast.stmt] = self.ctx.tree.body
+        found: ast.stmt | None = None
+        while body:
+            stmt = next((s for s in reversed(body) if _start(s) <= pos), None)
+            if stmt is None or _end(stmt) < stop:
+                break
+            found = stmt
+            blocks = [getattr(stmt, name, None) or [] for name in ("body", "orelse", "finalbody")]
+            blocks += [h.body for h in getattr(stmt, "handlers", ())]
+            blocks += [c.body for c in getattr(stmt, "cases", ())]
+            body = next((b for b in blocks if b and _start(b[0]) <= pos and stop <= _end(b[-1])), [])
+        if found is None:
+            return ""
+        line = self.ctx.line_text(_start(found)[0])
+        return line[: len(line) - len(line.lstrip(" \t\f"))]
+
+    def _arg_texts(self, call: ast.Call) -> list[str]:
+        """Each argument's text up to the next one (its comma included); the last up to ``)``."""
+        args = _call_args(call)
+        starts = [self.span(a)[0] for a in args]
+        close = self.span(call)[1] - 1
+        return [self._unindented(s, starts[i + 1] if i + 1 < len(starts) else close, call)
+                for i, s in enumerate(starts)]
+
+    def _body_text(self, node: ast.If) -> str:
+        """The text of an ``if``'s block: the rest of the header line, the statements, and the
+        comment lines after them that are indented at the block's level."""
+        text = self.ctx.text
+        start = self.span(node.test)[1]
+        first = node.body[0]
+        end = text.find("\n", self.span(node.body[-1])[1])
+        end = len(text) if end < 0 else end + 1
+        first_start = self.span(first)[0]
+        indent = text[self.ctx.line_starts[first.lineno - 1] : first_start]
+        if indent.strip(" \t\f"):
+            return text[start:end]  # `if x: stmt` (no indented block)
+        pos = last = end
+        while pos < len(text):
+            nl = text.find("\n", pos)
+            stop = len(text) if nl < 0 else nl + 1
+            stripped = text[pos:stop].strip()
+            if stripped and not stripped.startswith("#"):
+                break
+            if text.startswith(indent, pos):
+                last = stop
+            pos = stop
+        return text[start:last]
+
+    def _context_text(self, where: tuple[str, object] | None) -> str:
+        if where is None:
+            return ""
+        kind, node = where
+        if kind == "text":
+            return str(node)
+        if kind == "if":
+            assert isinstance(node, ast.If)
+            return self._body_text(node)
+        if kind == "assert":
+            assert isinstance(node, ast.Assert)
+            return self.code(node.msg) if node.msg is not None else ""
+        if kind == "assign":
+            assert isinstance(node, ast.Assign)
+            return " ".join(self.code(t) for t in node.targets)
+        assert isinstance(node, ast.AnnAssign)
+        return self.code(node.target)
 
     # -- scopes and contexts ----------------------------------------------------------------------
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self._scopes.append(id(node))
-        self._fn_names.append(node.name.value)
+        self._fn_names.append(node.name)
 
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+    def leave_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self._scopes.pop()
         self._fn_names.pop()
 
-    def _mark(self, expr: cst.BaseExpression | None, context: str) -> None:
+    visit_AsyncFunctionDef = visit_FunctionDef
+    leave_AsyncFunctionDef = leave_FunctionDef
+
+    def _mark(self, expr: ast.AST | None, where: tuple[str, object]) -> None:
         """Give every comparison reachable through and/or/not/parentheses this intent context."""
-        if expr is None:
+        if isinstance(expr, ast.Compare):
+            self._context.setdefault(id(expr), where)
+        elif isinstance(expr, ast.BoolOp):
+            for value in expr.values:
+                self._mark(value, where)
+        elif isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+            self._mark(expr.operand, where)
+
+    def visit_Assert(self, node: ast.Assert) -> None:
+        if self._gates:
+            self._mark(node.test, ("assert", node))
+
+    def visit_Return(self, node: ast.Return) -> None:
+        if self._gates:
+            self._mark(node.value, ("text", self._fn_names[-1] if self._fn_names else ""))
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        targets = node.targets
+        if self._gates:
+            self._mark(node.value, ("assign", node))
+            self._track(targets[0] if len(targets) == 1 else None, node.value)
+            for t in targets:
+                self._count_stores(t)
+        self._flag_assignment(targets)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if self._gates:
+            self._mark(node.value, ("ann", node))
+            self._track(node.target, node.value)
+            self._count_stores(node.target)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        if self._gates:
+            self._count_stores(node.target, 2)
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        if self._gates:
+            self._count_stores(node.target, 2)
+
+    visit_AsyncFor = visit_For
+
+    def visit_arg(self, node: ast.arg) -> None:
+        if self._gates:
+            self._stores[(node.arg, self._scopes[-1])] = 2
+
+    def _count_stores(self, target: ast.AST, n: int = 1) -> None:
+        if isinstance(target, ast.Name):
+            names = [target.id]
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            names = [el.id for el in map(_unstar, target.elts) if isinstance(el, ast.Name)]
+        else:
             return
-        if isinstance(expr, cst.Comparison):
-            self._context.setdefault(id(expr), context)
-        elif isinstance(expr, cst.BooleanOperation):
-            self._mark(expr.left, context)
-            self._mark(expr.right, context)
-        elif isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
-            self._mark(expr.expression, context)
-
-    def visit_Assert(self, node: cst.Assert) -> None:
-        self._mark(node.test, self.code(node.msg) if node.msg is not None else "")
-
-    def visit_Return(self, node: cst.Return) -> None:
-        self._mark(node.value, self._fn_names[-1] if self._fn_names else "")
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        self._mark(node.value, " ".join(self.code(t.target) for t in node.targets))
-        self._track(node.targets[0].target if len(node.targets) == 1 else None, node.value)
-        for t in node.targets:
-            self._count_stores(t.target)
-        self._flag_assignment(node.targets, node.value)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._mark(node.value, self.code(node.target))
-        self._track(node.target, node.value)
-        self._count_stores(node.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._count_stores(node.target, 2)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._count_stores(node.target, 2)
-
-    def visit_Param(self, node: cst.Param) -> None:
-        self._stores[(node.name.value, self._scopes[-1])] = 2
-
-    def _count_stores(self, target: cst.BaseExpression, n: int = 1) -> None:
-        names = [target] if isinstance(target, cst.Name) else [
-            el.value for el in target.elements if isinstance(el.value, cst.Name)
-        ] if isinstance(target, (cst.Tuple, cst.List)) else []
+        scope = self._scopes[-1]
         for name in names:
-            if isinstance(name, cst.Name):
-                key = (name.value, self._scopes[-1])
-                self._stores[key] = self._stores.get(key, 0) + n
+            key = (name, scope)
+            self._stores[key] = self._stores.get(key, 0) + n
 
     # -- where capability values come from ------------------------------------------------------
     # Assignments are recorded as written and resolved when the module has been read, so a
     # name counts only when it is stored exactly once in its scope (or at module level).
-    def _track(self, target: cst.BaseExpression | None, value: cst.BaseExpression | None) -> None:
+    def _track(self, target: ast.AST | None, value: ast.AST | None) -> None:
         if target is None or value is None:
             return
         scope = self._scopes[-1]
-        if isinstance(target, cst.Name):
-            self._assigns[(target.value, scope)] = (value, None)
-        elif isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
-            for i, el in enumerate(target.elements):
-                if isinstance(el.value, cst.Name):
-                    self._assigns[(el.value.value, scope)] = (value, i)
+        if isinstance(target, ast.Name):
+            self._assigns[(target.id, scope)] = (value, None)
+        elif isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == 2:
+            for i, el in enumerate(map(_unstar, target.elts)):
+                if isinstance(el, ast.Name):
+                    self._assigns[(el.id, scope)] = (value, i)
 
-    def _name(self, name: str, scope: int, depth: int) -> tuple[str, cst.Call] | None:
+    def _name(self, name: str, scope: int, depth: int) -> tuple[str, ast.Call] | None:
         for sc in dict.fromkeys((scope, 0)):
             key = (name, sc)
             if key in self._assigns:
@@ -370,13 +597,13 @@ class DevicesVisitor(PyVisitor):
                 return None
         return None
 
-    def _resolve(self, expr: cst.BaseExpression, scope: int, depth: int = 0) -> tuple[str, cst.Call] | None:
+    def _resolve(self, expr: ast.AST, scope: int, depth: int = 0) -> tuple[str, ast.Call] | None:
         """("cap"|"major"|"minor"|"props"|"name", torch.cuda call) for a capability-valued expression."""
         if depth > 4:
             return None
-        if isinstance(expr, cst.Name):
-            return self._name(expr.value, scope, depth)
-        if isinstance(expr, cst.Call):
+        if isinstance(expr, ast.Name):
+            return self._name(expr.id, scope, depth)
+        if isinstance(expr, ast.Call):
             q = self.qualname(expr.func)
             if q == "torch.cuda.get_device_capability":
                 return "cap", expr
@@ -384,52 +611,60 @@ class DevicesVisitor(PyVisitor):
                 return "props", expr
             if q == "torch.cuda.get_device_name":
                 return "name", expr
-            if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("lower", "upper", "strip") \
-                    and not expr.args:
+            if isinstance(expr.func, ast.Attribute) and expr.func.attr in ("lower", "upper", "strip") \
+                    and not expr.args and not expr.keywords:
                 inner = self._resolve(expr.func.value, scope, depth + 1)
                 if inner is not None and inner[0] == "name":
                     return inner
             return None
-        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
-            idx = expr.slice[0].slice
+        if isinstance(expr, ast.Subscript):
+            index = expr.slice
+            if isinstance(index, ast.Tuple) and index.elts and _start(index) == _start(index.elts[0]):
+                # no parentheses of its own: the subscript's elements (`cap[0, 1]`; `cap[0,]` is one)
+                if len(index.elts) != 1:
+                    return None
+                index = index.elts[0]
+            value = _int(index)
+            if value not in (0, 1):
+                return None
             base = self._resolve(expr.value, scope, depth + 1)
-            if base is not None and base[0] == "cap" and isinstance(idx, cst.Index) and \
-                    isinstance(idx.value, cst.Integer) and idx.value.evaluated_value in (0, 1):
-                return ("major" if idx.value.evaluated_value == 0 else "minor"), base[1]
+            if base is not None and base[0] == "cap":
+                return ("major" if value == 0 else "minor"), base[1]
             return None
-        if isinstance(expr, cst.Attribute):
+        if isinstance(expr, ast.Attribute):
             base = self._resolve(expr.value, scope, depth + 1)
-            if base is not None and base[0] == "props" and expr.attr.value in ("major", "minor", "name"):
-                return expr.attr.value, base[1]
+            if base is not None and base[0] == "props" and expr.attr in ("major", "minor", "name"):
+                return expr.attr, base[1]
             return None
-        if isinstance(expr, cst.Tuple) and len(expr.elements) == 2:
-            parts = [self._resolve(el.value, scope, depth + 1) for el in expr.elements]
+        if isinstance(expr, ast.Tuple) and len(expr.elts) == 2:
+            parts = [self._resolve(_unstar(el), scope, depth + 1) for el in expr.elts]
             if parts[0] is not None and parts[1] is not None and parts[0][0] == "major" \
                     and parts[1][0] == "minor" and parts[0][1] is parts[1][1]:
                 return "cap", parts[0][1]
         return None
 
     # -- comparisons ------------------------------------------------------------------------------
-    def visit_Comparison(self, node: cst.Comparison) -> None:
-        if len(node.comparisons) != 1:
+    def visit_Compare(self, node: ast.Compare) -> None:
+        if len(node.ops) != 1:
             return
-        self._candidates.append(_Candidate(node, self._scopes[-1], self._context.get(id(node), "")))
+        if self._gates:
+            self._candidates.append(_Candidate(node, self._scopes[-1], self._context.get(id(node))))
         self._version_compare(node)
 
-    def leave_Module(self, original_node: cst.Module) -> None:
+    def leave_Module(self, node: ast.Module) -> None:
         for cand in self._candidates:
             self._decide(cand)
 
     def _decide(self, cand: _Candidate) -> None:
         node = cand.node
-        comp = node.comparisons[0]
-        left, right = node.left, comp.comparator
-        if isinstance(comp.operator, (cst.In, cst.NotIn)):
+        operator = type(node.ops[0])
+        left, right = node.left, node.comparators[0]
+        if operator is ast.In or operator is ast.NotIn:
             src = self._resolve(right, cand.scope)
             if src is not None and src[0] == "name":
-                self._name_check(node, left, src[1], negated=isinstance(comp.operator, cst.NotIn))
+                self._name_check(node, left, src[1], negated=operator is ast.NotIn)
             return
-        op = _OPS.get(type(comp.operator))
+        op = _OPS.get(operator)
         if op is None:
             return
         symbol = op[0]
@@ -442,9 +677,8 @@ class DevicesVisitor(PyVisitor):
             if src is None:
                 s2 = self._resolve(left, cand.scope) or self._resolve(right, cand.scope)
                 other = right if self._resolve(left, cand.scope) else left
-                if s2 is not None and s2[0] == "name" and isinstance(comp.operator, (cst.Equal, cst.NotEqual)):
-                    self._name_check(node, other, s2[1], negated=isinstance(comp.operator, cst.NotEqual),
-                                     exact=True)
+                if s2 is not None and s2[0] == "name" and operator in (ast.Eq, ast.NotEq):
+                    self._name_check(node, other, s2[1], negated=operator is ast.NotEq, exact=True)
             return
         kind, call = src
         if kind not in ("cap", "major", "minor"):
@@ -452,10 +686,10 @@ class DevicesVisitor(PyVisitor):
         if kind == "major" and isinstance(lit, tuple) or kind == "cap" and isinstance(lit, int) and symbol in ("==", "!="):
             return
         gate = Gate(kind, symbol, lit)
-        self._report_gate(node, gate, call, cand.context)
+        self._report_gate(node, gate, call, self._context_text(cand.context))
 
-    def _report_gate(self, node: cst.Comparison, gate: Gate, call: cst.Call, context: str) -> None:
-        shown = self.code(node)
+    def _report_gate(self, node: ast.Compare, gate: Gate, call: ast.Call, context: str) -> None:
+        shown = self._shown(node)
         table = gate.table()
         feature = intent_of(context)
         base = f"capability gate `{shown}`: {table}; {_AMD_CAPS}"
@@ -471,7 +705,7 @@ class DevicesVisitor(PyVisitor):
             return
         fn, _truth = FEATURES[feature]
         negated, mismatch = gate.nvidia_mismatch(feature)
-        args = ", ".join(self.code(a) for a in call.args)
+        args = ", ".join(self._arg_texts(call))
         replacement = ("not " if negated else "") + self.dm.call(fn, args)
         if len(mismatch) > 1:
             names = ", ".join(f"sm_{a}{b}" for a, b in mismatch)
@@ -491,9 +725,9 @@ class DevicesVisitor(PyVisitor):
                     replacement=replacement, fix=level, add_imports=(self.dm.import_stmt,),
                     new_files=self.dm.new_files, data={"gate": shown, "feature": feature})
 
-    def _name_check(self, node: cst.Comparison, needle: cst.BaseExpression, call: cst.Call, *,
+    def _name_check(self, node: ast.Compare, needle: ast.AST, call: ast.Call, *,
                     negated: bool, exact: bool = False) -> None:
-        text = _str(needle)
+        text = self._str(needle)
         if text is None:
             return
         low = text.lower().strip()
@@ -519,18 +753,47 @@ class DevicesVisitor(PyVisitor):
         self.report(node, "PRT701", f"model test on the device name ({text!r}) is never true on AMD "
                     f"(names like \"AMD Instinct MI300X\"); {hint}", fix=NONE)
 
-    # -- torch.version.cuda ----------------------------------------------------------------------
-    def _is_cuda_version(self, expr: cst.BaseExpression) -> bool:
-        return self.qualname(expr) == "torch.version.cuda"
+    def _str(self, node: ast.AST) -> str | None:
+        """The value of a single string literal (not an implicit concatenation, not bytes)."""
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            return None
+        try:
+            tokens = list(tokenize.generate_tokens(io.StringIO(self.code(node)).readline))
+        except (tokenize.TokenError, SyntaxError):
+            return None
+        strings = [t for t in tokens if t.type not in _LAYOUT]
+        return node.value if len(strings) == 1 and strings[0].type == tokenize.STRING else None
 
-    def _version_compare(self, node: cst.Comparison) -> None:
-        comp = node.comparisons[0]
-        for side in (node.left, comp.comparator):
+    # -- torch.version.cuda ----------------------------------------------------------------------
+    def _is_cuda_version(self, expr: ast.AST) -> bool:
+        """``torch.version.cuda`` through the file's imports (``torch.version.cuda``, ``version.cuda``,
+        ``tv.cuda``, an imported ``cuda``)."""
+        if isinstance(expr, ast.Attribute):
+            if expr.attr != "cuda":
+                return False
+            value = expr.value
+            if not (isinstance(value, ast.Name) or isinstance(value, ast.Attribute) and value.attr == "version"):
+                return False
+            return self.qualname(expr) == "torch.version.cuda"
+        if isinstance(expr, ast.Name):
+            return self._name_qualname(expr) == "torch.version.cuda"
+        return False
+
+    def _name_qualname(self, node: ast.Name) -> str | None:
+        """What a bare name resolves to (the import index does not depend on where it is used)."""
+        try:
+            return self._names[node.id]
+        except KeyError:
+            found = self._names[node.id] = self.qualname(node)
+            return found
+
+    def _version_compare(self, node: ast.Compare) -> None:
+        for side in (node.left, node.comparators[0]):
             if self._is_cuda_version(side) and id(side) not in self._seen_version:
                 self._seen_version.add(id(side))
-                if self._rocm_aware():
+                if self._rocm_aware(node):
                     continue
-                if isinstance(comp.operator, (cst.Is, cst.IsNot)):
+                if isinstance(node.ops[0], (ast.Is, ast.IsNot)):
                     self._version_test(side, "an `is None` test")
                 else:
                     self.report(side, "PRT702", "torch.version.cuda compared as a version: it is None on ROCm "
@@ -538,95 +801,121 @@ class DevicesVisitor(PyVisitor):
                                 "(porter_device.supports_*) or on torch.version.hip", fix=NONE,
                                 severity=Severity.ERROR)
 
-    def _version_test(self, node: cst.BaseExpression, what: str) -> None:
+    def _version_test(self, node: ast.AST, what: str) -> None:
         self.report(node, "PRT702", f"torch.version.cuda used as {what}: None on ROCm builds, so ROCm is "
                     "treated like a CPU-only build; use torch.cuda.is_available() for \"has a GPU\", "
                     "porter_device.is_nvidia() for NVIDIA-only code", fix=NONE)
 
-    def visit_If(self, node: cst.If) -> None:
-        self._mark(node.test, self.ctx.code_for(node.body))
+    def visit_If(self, node: ast.If) -> None:
+        if self._gates:
+            self._mark(node.test, ("if", node))
         orelse = node.orelse
-        if isinstance(orelse, cst.If) and _ROCM_GUARD.search(self.code(orelse.test)) and \
-                "version.cuda" not in self.code(orelse.test):
-            self._seen_version.add(id(node.test))  # `if torch.version.cuda: ... elif torch.version.hip: ...`
-        self._truthy(node.test)
+        # (only a torch.version.cuda test is ever looked up in _seen_version)
+        if len(orelse) == 1 and isinstance(orelse[0], ast.If) and orelse[0].col_offset == node.col_offset \
+                and self._is_cuda_version(node.test):
+            test = self.code(orelse[0].test)  # an `elif`
+            if _ROCM_GUARD.search(test) and "version.cuda" not in test:
+                self._seen_version.add(id(node.test))  # `if torch.version.cuda: ... elif torch.version.hip: ...`
+        self._truthy(node.test, node)
+        self._branching.append(node)
 
-    # conditions that enclose the code being visited (branches only, never the test itself)
-    def visit_If_body(self, node: cst.If) -> None:
-        self._guards.append(self.code(node.test))
+    def leave_If(self, node: ast.If) -> None:
+        self._branching.pop()
 
-    def leave_If_body(self, node: cst.If) -> None:
-        self._guards.pop()
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        self._truthy(node.test, node)
+        self._branching.append(node)
 
-    def visit_If_orelse(self, node: cst.If) -> None:
-        self._guards.append(self.code(node.test))
+    def leave_IfExp(self, node: ast.IfExp) -> None:
+        self._branching.pop()
 
-    def leave_If_orelse(self, node: cst.If) -> None:
-        self._guards.pop()
+    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+        for value in node.values:
+            self._truthy(value, node)
+        self._branching.append(node)
 
-    def visit_IfExp_body(self, node: cst.IfExp) -> None:
-        self._guards.append(self.code(node.test))
+    def leave_BoolOp(self, node: ast.BoolOp) -> None:
+        self._branching.pop()
 
-    def leave_IfExp_body(self, node: cst.IfExp) -> None:
-        self._guards.pop()
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
+        if isinstance(node.op, ast.Not):
+            self._truthy(node.operand, node)
 
-    def visit_IfExp_orelse(self, node: cst.IfExp) -> None:
-        self._guards.append(self.code(node.test))
+    def _guards(self, node: ast.AST) -> list[str]:
+        """The conditions that choose the branch ``node`` is in (never a test itself):
+        an ``if``'s or conditional expression's test for its body and else branch, and the
+        operands before it in an ``and``/``or`` chain."""
+        found = []
+        for owner in self._branching:
+            if isinstance(owner, ast.If):
+                if _inside(node, owner.body[0], owner.body[-1]) or \
+                        owner.orelse and _inside(node, owner.orelse[0], owner.orelse[-1]):
+                    found.append(self.code(owner.test))
+            elif isinstance(owner, ast.IfExp):
+                if _inside(node, owner.body, owner.body) or _inside(node, owner.orelse, owner.orelse):
+                    found.append(self.code(owner.test))
+            else:
+                values = owner.values
+                for i in range(1, len(values)):
+                    if _inside(node, values[i], values[i]):
+                        start, end = self.span(values[0])[0], self.span(values[i - 1])[1]
+                        found.append(self.ctx.text[start:end])
+                        break
+        return found
 
-    def leave_IfExp_orelse(self, node: cst.IfExp) -> None:
-        self._guards.pop()
-
-    def visit_BooleanOperation_right(self, node: cst.BooleanOperation) -> None:
-        self._guards.append(self.code(node.left))
-
-    def leave_BooleanOperation_right(self, node: cst.BooleanOperation) -> None:
-        self._guards.pop()
-
-    def _rocm_aware(self) -> bool:
+    def _rocm_aware(self, node: ast.AST) -> bool:
         """Inside a branch chosen by a ROCm/HIP test or by a test of torch.version.cuda itself."""
-        return any(_ROCM_GUARD.search(text) for text in self._guards)
+        return bool(self._branching) and any(_ROCM_GUARD.search(text) for text in self._guards(node))
 
-    def visit_IfExp(self, node: cst.IfExp) -> None:
-        self._truthy(node.test)
-
-    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
-        self._truthy(node.left)
-        self._truthy(node.right)
-
-    def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
-        if isinstance(node.operator, cst.Not):
-            self._truthy(node.expression)
-
-    def _truthy(self, expr: cst.BaseExpression) -> None:
+    def _truthy(self, expr: ast.AST, at: ast.AST) -> None:
         if self._is_cuda_version(expr) and id(expr) not in self._seen_version:
             self._seen_version.add(id(expr))
-            if not self._rocm_aware():
+            if not self._rocm_aware(at):
                 self._version_test(expr, "a truth value")
 
-    def visit_Call(self, node: cst.Call) -> None:
-        q = self.qualname(node.func)
-        func_name = q or (dotted(node.func) or "")
-        if self._rocm_aware() and (node.args and self._is_cuda_version(node.args[0].value) or isinstance(
-                node.func, cst.Attribute) and self._is_cuda_version(node.func.value)):
-            pass  # the branch is already chosen by a ROCm/HIP test or a torch.version.cuda test
-        elif node.args and self._is_cuda_version(node.args[0].value) and (
-            func_name in _PARSERS or func_name.endswith(("version.parse", "Version", "LooseVersion"))
-        ):
-            arg = node.args[0].value
-            self._seen_version.add(id(arg))
-            self.report(node, "PRT702", f"{self.code(node)} raises on ROCm builds (torch.version.cuda is None); "
-                        "gate on the feature (porter_device.supports_*) or read torch.version.hip there",
-                        fix=NONE, severity=Severity.ERROR)
-        elif isinstance(node.func, cst.Attribute) and self._is_cuda_version(node.func.value):
-            self._seen_version.add(id(node.func.value))
-            self.report(node, "PRT702", f"{self.code(node)} raises AttributeError on ROCm builds "
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        first: ast.AST | None = None
+        if node.keywords:
+            first = _call_args(node)[0]
+            first = first.value if isinstance(first, (ast.keyword, ast.Starred)) else first
+        elif node.args:
+            first = _unstar(node.args[0])
+        arg_version = first is not None and self._is_cuda_version(first)
+        method_of_version = isinstance(func, ast.Attribute) and self._is_cuda_version(func.value)
+        if (arg_version or method_of_version) and self._rocm_aware(node):
+            return  # the branch is already chosen by a ROCm/HIP test or a torch.version.cuda test
+        if arg_version:
+            q = self.qualname(func)
+            func_name = q or (_dotted(func) or "")
+            if func_name in _PARSERS or func_name.endswith(("version.parse", "Version", "LooseVersion")):
+                assert first is not None
+                self._seen_version.add(id(first))
+                self.report(node, "PRT702", f"{self._shown(node)} raises on ROCm builds (torch.version.cuda is "
+                            "None); gate on the feature (porter_device.supports_*) or read torch.version.hip "
+                            "there", fix=NONE, severity=Severity.ERROR)
+                return
+        if method_of_version:
+            assert isinstance(func, ast.Attribute)
+            self._seen_version.add(id(func.value))
+            self.report(node, "PRT702", f"{self._shown(node)} raises AttributeError on ROCm builds "
                         "(torch.version.cuda is None)", fix=NONE, severity=Severity.ERROR)
-        elif q is not None and q.startswith("torch._C.") and _NVFUSER.match(q[len("torch._C."):]):
-            self.report(node, "PRT716", f"{self.code(node.func)}: nvFuser was never built for ROCm and has left "
+            return
+        if isinstance(func, ast.Attribute):
+            last = func.attr
+            if not ("nvfuser" in last or last in _TS_FUSER or last == "version" or last == "enable_cudnn_sdp"):
+                return  # the qualified name ends with this attribute: none of the switches below
+            q = self.qualname(func)
+        elif isinstance(func, ast.Name):
+            q = self._name_qualname(func)
+        else:
+            return
+        if q is not None and q.startswith("torch._C.") and _NVFUSER.match(q[len("torch._C."):]):
+            self.report(node, "PRT716", f"{self._shown(func)}: nvFuser was never built for ROCm and has left "
                         "TorchScript (current PyTorch only warns and does nothing); delete the call, and use "
                         "torch.compile for fusion", fix=NONE)
         elif q is not None and q.startswith("torch._C.") and q[len("torch._C."):] in _TS_FUSER:
-            self.report(node, "PRT717", f"{self.code(node.func)}: a TorchScript fuser setting (speed "
+            self.report(node, "PRT717", f"{self._shown(func)}: a TorchScript fuser setting (speed "
                         "only); it exists on ROCm builds, but TorchScript is in maintenance mode: measure there or "
                         "move to torch.compile", fix=NONE)
         elif q == "torch.backends.cudnn.version":
@@ -636,22 +925,25 @@ class DevicesVisitor(PyVisitor):
             self.report(node, "PRT715", "enable_cudnn_sdp: ROCm has no cuDNN attention backend; SDPA uses "
                         "flash (AOTriton/CK), memory-efficient or math kernels there", fix=NONE)
 
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value == "CUDNN_ATTENTION" and (self.qualname(node) or "").endswith("SDPBackend.CUDNN_ATTENTION"):
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr == "CUDNN_ATTENTION" and (self.qualname(node) or "").endswith("SDPBackend.CUDNN_ATTENTION"):
             self.report(node, "PRT715", "SDPBackend.CUDNN_ATTENTION does not exist as a kernel on ROCm; list "
                         "FLASH_ATTENTION/EFFICIENT_ATTENTION too so SDPA has a portable backend", fix=NONE)
 
     # -- flags ------------------------------------------------------------------------------------
-    def _flag_assignment(self, targets: tuple[cst.AssignTarget, ...] | list, value: cst.BaseExpression) -> None:
+    def _flag_assignment(self, targets: list[ast.expr]) -> None:
         for t in targets:
-            q = self.qualname(t.target)
+            last = t.attr if isinstance(t, ast.Attribute) else t.id if isinstance(t, ast.Name) else ""
+            if last not in _FLAGS:
+                continue
+            q = self.qualname(t)
             if q == "torch.backends.cuda.matmul.allow_tf32":
-                self.report(t.target, "PRT710", "allow_tf32 kept: on ROCm it selects XF32 in hipBLASLt on "
+                self.report(t, "PRT710", "allow_tf32 kept: on ROCm it selects XF32 in hipBLASLt on "
                             "MI300-class GPUs (gfx94x/gfx95x, porter_device.supports_tf32()) and is ignored "
                             "elsewhere; older ROCm builds of PyTorch also need HIPBLASLT_ALLOW_TF32=1; do not "
                             "mix with the fp32_precision API", fix=NONE)
             elif q == "torch.backends.cudnn.allow_tf32":
-                self.report(t.target, "PRT711", "cudnn.allow_tf32 kept: on ROCm it reaches MIOpen, whose "
+                self.report(t, "PRT711", "cudnn.allow_tf32 kept: on ROCm it reaches MIOpen, whose "
                             "convolutions do not use TF32 in current releases (no effect)", fix=NONE)
             elif q in ("torch.backends.cudnn.benchmark", "torch.backends.cudnn.deterministic",
                        "torch.backends.cudnn.enabled"):
@@ -659,22 +951,14 @@ class DevicesVisitor(PyVisitor):
                 meaning = {"benchmark": "MIOpen searches for the fastest kernels (slow first iterations; "
                            "MIOPEN_FIND_MODE tunes it)", "deterministic": "honoured by MIOpen",
                            "enabled": "switches MIOpen"}[attr]
-                self.report(t.target, "PRT713", f"cudnn.{attr} kept: on ROCm {meaning}", fix=NONE)
+                self.report(t, "PRT713", f"cudnn.{attr} kept: on ROCm {meaning}", fix=NONE)
 
 
 _NVFUSER = re.compile(r"_jit_set_nvfuser_\w+$|_jit_nvfuser_\w+$|_nvfuser\w*$")
 _TS_FUSER = {"_jit_set_texpr_fuser_enabled", "_jit_override_can_fuse_on_gpu", "_jit_set_texpr_reductions_enabled",
              "_jit_set_fusion_strategy"}
-
-
-def _str(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.SimpleString):
-        try:
-            v = node.evaluated_value
-        except Exception:  # noqa: BLE001
-            return None
-        return v if isinstance(v, str) else None
-    return None
+_FLAGS = {"allow_tf32", "benchmark", "deterministic", "enabled"}
+_LAYOUT = {tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT}
 
 
 FAMILY = Family(
@@ -684,7 +968,7 @@ FAMILY = Family(
     rules=RULES,
     tokens=("get_device_capability", "get_device_properties", "get_device_name", "version.cuda",
             "allow_tf32", "cudnn", "CUDNN_ATTENTION", "_jit_", "nvfuser"),
-    python=DevicesVisitor,
+    python_ast=DevicesVisitor,
     description="Replaces compute-capability gates that name the feature they gate (bf16, fp8, tf32) with "
     "the capability module's `supports_*()` functions, which are right on NVIDIA and AMD, and adds that "
     "module (`porter_device.py` by default) to the repository.",
@@ -693,4 +977,12 @@ FAMILY = Family(
     "mocked A100, H100, MI250X and MI300X properties.",
     review="Gates porter could not attribute to a feature are listed with their answers on A100, H100, "
     "MI250X and MI300X: decide what each one means.",
+    options=(
+        Option("module", "string", DEFAULT_MODULE, "Dotted import name of the capability module porter adds "
+               "(a package should use `mypkg.porter_device`)."),
+        Option("path", "string", "", "The module's file, when it is not the module name with dots turned into "
+               "slashes (src/ layouts).", path=True),
+        Option("import-style", "string", "absolute", "`relative`: files in the module's own package import it "
+               "relatively.", choices=("absolute", "relative")),
+    ),
 )

@@ -10,15 +10,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from .estimate import (
-    AuditSummary,
-    category_of,
-    directory_of,
-    effort_of,
-    fix_level,
-    is_blocker,
-)
+from .estimate import AuditSummary, directory_of, fix_level, is_blocker
 from .findings import Category, Finding
+from .registry import category_of, effort_of
 
 _CLASS_TEXT = {
     "benign": "benign (runs unchanged on ROCm)",

@@ -18,7 +18,13 @@ import click
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from .config import Settings
+
 from . import __version__
+from .config import setting_keys
+from .console import FORMATS, Progress, Report, make_console, resolve_settings, write_report
+
+CHECK_FORMATS = tuple(f for f in FORMATS if f not in ("markdown", "html"))  # no long-form report for a check
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 NOT_ANALYSED = frozenset({"PRT003", "PRT004"})  # binary, too large: `check` fails on them
@@ -102,7 +108,8 @@ def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--select", multiple=True, help="Rule codes or prefixes to enable (comma-separated or repeated); ALL for every rule."),
         click.option("--extend-select", multiple=True, help="Codes or prefixes to enable on top of the configured selection."),
         click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable."),
-        click.option("--config", "config", multiple=True, help="A config file, or a KEY=VALUE override in TOML syntax."),
+        click.option("--config", "config", multiple=True, help="A config file, or a KEY=VALUE override in TOML syntax; "
+                     f"KEY is one of {', '.join(setting_keys())}, or FAMILY.KEY (see `porter options`)."),
         click.option("--isolated", is_flag=True, help="Ignore configuration files."),
         click.option("--root", type=click.Path(path_type=Path, file_okay=False), help="The target root (default: the single directory given, else the current directory)."),
         click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all cores; 1 = serial)."),
@@ -123,27 +130,6 @@ def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _split(values: tuple[str, ...]) -> tuple[str, ...]:
-    out: list[str] = []
-    for v in values:
-        out += [p.strip().upper() for p in v.split(",") if p.strip()]
-    return tuple(out)
-
-
-def _check_selectors(option: str, selectors: tuple[str, ...]) -> None:
-    """An unknown code or prefix is a usage error (as in Ruff), never a silent empty selection."""
-    if not selectors:
-        return
-    from . import registry
-
-    registry.check_loaded()
-    codes = registry.rules().keys()
-    unknown = [sel for sel in selectors if sel != "ALL" and not any(code.startswith(sel) for code in codes)]
-    if unknown:
-        raise click.BadParameter(f"unknown rule selector(s) {', '.join(map(repr, unknown))}: not a rule code, "
-                                 "a prefix of one, or ALL (see `porter rules`)", param_hint=f"'{option}'")
-
-
 def _root_for(paths: tuple[Path, ...], root: Path | None) -> Path:
     if root is not None:
         return root
@@ -153,130 +139,15 @@ def _root_for(paths: tuple[Path, ...], root: Path | None) -> Path:
     return Path.cwd()
 
 
-def _settings(kw: dict[str, Any], root: Path, unsafe: bool | None = None):  # type: ignore[no-untyped-def]
-    from .config import ConfigRequest, resolve
-
-    for option, key in (("--select", "select"), ("--extend-select", "extend_select"), ("--ignore", "ignore")):
-        _check_selectors(option, _split(kw.get(key, ())))
-    extra: dict[str, Any] = {}
-    if kw.get("timeout") is not None:
-        extra["timeout"] = kw["timeout"]
-    if kw.get("annotate"):
-        extra["annotate"] = True
-    request = ConfigRequest(
-        config=kw.get("config", ()),
-        isolated=kw.get("isolated", False),
-        select=_split(kw.get("select", ())),
-        extend_select=_split(kw.get("extend_select", ())),
-        ignore=_split(kw.get("ignore", ())),
-        unsafe_fixes=unsafe,
-        extra=extra,
-    )
-    return resolve(root, request)
-
-
-def make_console(*, stderr: bool = False, quiet: bool = False, file: Any = None, width: int | None = None) -> Console:
-    """A rich console that never renders ``:name:`` as an emoji and never hard-wraps piped output.
-
-    On a terminal rich uses the terminal's width; anywhere else (a pipe, a CI log, a file) lines
-    are written at their full length (a very wide console plus ``soft_wrap``).
-    """
-    from rich.console import Console
-
-    console: Console = Console(stderr=stderr, quiet=quiet, file=file, highlight=False, emoji=False,
-                               soft_wrap=True, width=width)
-    if width is None and not console.is_terminal:
-        console.width = NO_WRAP_WIDTH
-    return console
-
-
-NO_WRAP_WIDTH = 10_000
+def _settings(kw: dict[str, Any], root: Path, unsafe: bool | None = None) -> Settings:
+    return resolve_settings(root, config=kw.get("config", ()), isolated=kw.get("isolated", False),
+                            select=kw.get("select", ()), extend_select=kw.get("extend_select", ()),
+                            ignore=kw.get("ignore", ()), unsafe_fixes=unsafe, timeout=kw.get("timeout"),
+                            annotate=bool(kw.get("annotate")))
 
 
 def _stderr_console(quiet: bool) -> Console:
     return make_console(stderr=True, quiet=quiet)
-
-
-PROGRESS_MIN_FILES = 50  # smaller runs finish before progress would help
-PROGRESS_INTERVAL = 5.0  # seconds between progress lines when stderr is not a terminal
-
-
-class Progress:
-    """Files done / total / rate while porter works.
-
-    On a terminal: a ``rich.progress`` bar (spinner, bar, done/total, files per second, elapsed),
-    removed when the run ends. Elsewhere (CI logs, pipes): one plain line on stderr every
-    :data:`PROGRESS_INTERVAL` seconds and a final one, e.g. ``porter: 120/800 files (15%), 41.2 files/s``.
-    Runs of fewer than :data:`PROGRESS_MIN_FILES` files print nothing.
-    """
-
-    def __init__(self, console: Any, label: str = "porter", *, interval: float = PROGRESS_INTERVAL,
-                 min_files: int = PROGRESS_MIN_FILES, clock: Callable[[], float] | None = None) -> None:
-        import time
-
-        self.console = console
-        self.label = label
-        self.interval = interval
-        self.min_files = min_files
-        self.clock = clock or time.monotonic
-        self.started: float | None = None
-        self.last_done = self.last_total = 0
-        self.first_done = 0
-        self.last_line = 0.0
-        self.bar: Any = None
-        self.task: Any = None
-
-    def __call__(self, done: int, total: int, path: str) -> None:
-        if total < self.min_files:
-            return
-        now = self.clock()
-        if self.started is not None and (done < self.last_done or total != self.last_total):
-            self.close()  # a new pass (migrate audits, fixes, then audits again)
-        self.last_done, self.last_total = done, total
-        if self.started is None:
-            self.started = now
-            self.first_done = done
-            self.last_line = now
-        if self.console.is_terminal:
-            self._tty(done, total)
-            return
-        if done == total or now - self.last_line >= self.interval:
-            self.last_line = now
-            elapsed = max(now - self.started, 1e-9)
-            rate = (done - self.first_done) / elapsed
-            self.console.print(f"{self.label}: {done}/{total} files ({100 * done // total}%), {rate:.1f} files/s, "
-                               f"{elapsed:.0f} s", markup=False, highlight=False)
-
-    def _tty(self, done: int, total: int) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            SpinnerColumn,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-        from rich.progress import Progress as RichProgress
-
-        if self.bar is None or (self.task is not None and self.bar.tasks[0].total != total):
-            self.close()
-            self.bar = RichProgress(
-                SpinnerColumn(), TextColumn(f"{self.label}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("files"), TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
-                console=self.console, transient=True,
-            )
-            self.bar.start()
-            self.task = self.bar.add_task(self.label, total=total, rate="")
-        elapsed = max(self.clock() - (self.started or 0.0), 1e-9)
-        self.bar.update(self.task, completed=done, rate=f"{done / elapsed:.1f} files/s")
-        if done >= total:
-            self.close()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-            self.bar = None
-            self.task = None
-        self.started = None
 
 
 def _progress(console: Any, enabled: bool) -> Callable[[int, int, str], None] | None:
@@ -357,18 +228,6 @@ def _read_stdin(kw: dict[str, Any]):  # type: ignore[no-untyped-def]
     return name, language, decoded, _settings(kw, root)
 
 
-def _emit(text: str, output: Path | None) -> None:
-    if output is None:
-        click.echo(text, nl=False)
-        return
-    from .textio import atomic_write
-
-    try:
-        atomic_write(output, text.encode("utf-8"))
-    except OSError as exc:
-        raise OSError(exc.errno, exc.strerror, str(output)) from None
-
-
 # -- audit ----------------------------------------------------------------------------------
 
 
@@ -388,14 +247,12 @@ def _link_base(root: Path | None, output: Path | None) -> str:
 
 @main.command()
 @common_options
-@click.option("--format", "fmt", type=click.Choice(["text", "concise", "json", "sarif", "markdown", "github", "html"]),
+@click.option("--format", "fmt", type=click.Choice(FORMATS),
               default="text", show_default=True,
               help="Output format (html: one self-contained page with charts; best with -o).")
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), help="Write the report to a file.")
 def audit(fmt: str, output: Path | None, **kw: Any) -> None:
     """Inventory the CUDA surface of PATHS: every finding, classified, with an effort estimate."""
-    from . import reporters
-
     if _stdin_mode(kw):
         from .engine import analyze
 
@@ -405,32 +262,9 @@ def audit(fmt: str, output: Path | None, **kw: Any) -> None:
     else:
         result, console = _run(kw, "audit")
         findings, files, root_label, root = result.findings, result.files_scanned, str(result.root), result.root
-    if fmt == "json":
-        _emit(reporters.render_json(findings, root=root_label, files_scanned=files), output)
-    elif fmt == "sarif":
-        _emit(reporters.render_sarif(findings, root=root), output)
-    elif fmt == "markdown":
-        title = f"porter audit: {Path(root_label).name or root_label}"
-        _emit(reporters.render_markdown(findings, title=title, files_scanned=files), output)
-    elif fmt == "html":
-        from .estimate import summarize
-        from .html_report import render_html
-
-        title = f"porter audit: {Path(root_label).name or root_label}"
-        _emit(render_html(findings, summarize(list(findings), files_scanned=files), title,
-                          link_base=_link_base(root, output), root_label=root_label), output)
-    elif fmt == "concise":
-        _emit(reporters.render_concise(findings), output)
-    elif fmt == "github":
-        _emit(reporters.render_github(findings), output)
-    else:
-        if output is not None:
-            with open(output, "w", encoding="utf-8") as fh:
-                reporters.print_text(findings, make_console(file=fh), files_scanned=files,
-                                     show_summary=not kw["quiet"], audit_summary=True)
-        else:
-            reporters.print_text(findings, make_console(), files_scanned=files,
-                                 show_summary=not kw["quiet"], audit_summary=not kw["quiet"])
+    report = Report(findings, root=root, root_label=root_label, files_scanned=files,
+                    link_base=_link_base(root, output) if fmt == "html" else "")
+    write_report(fmt, report, output, quiet=kw["quiet"], audit_summary=True)
     sys.exit(EXIT_OK)
 
 
@@ -439,7 +273,7 @@ def audit(fmt: str, output: Path | None, **kw: Any) -> None:
 
 @main.command()
 @common_options
-@click.option("--format", "fmt", type=click.Choice(["text", "concise", "json", "sarif", "github"]),
+@click.option("--format", "fmt", type=click.Choice(CHECK_FORMATS),
               default="concise", show_default=True)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain.")
 @click.option("--include-benign", is_flag=True, help="Also fail on benign (info-level) findings.")
@@ -449,8 +283,7 @@ def check(fmt: str, exit_zero: bool, include_benign: bool, **kw: Any) -> None:
     Info-level findings (benign sites such as `device="cuda"`) are reported with
     --include-benign only; warnings and errors fail the check.
     """
-    from . import reporters
-    from .findings import Severity
+    from .registry import is_actionable
 
     if _stdin_mode(kw):
         from .engine import analyze
@@ -464,21 +297,12 @@ def check(fmt: str, exit_zero: bool, include_benign: bool, **kw: Any) -> None:
     if not include_benign:
         # a file porter could not analyse (binary, too large) is never a silent pass: padding a file
         # past max-file-size or adding one NUL byte must not hide what it holds (exclude it explicitly)
-        findings = [f for f in findings if reporters.severity_of(f) != Severity.INFO or f.code in NOT_ANALYSED]
-    if fmt == "json":
-        click.echo(reporters.render_json(findings), nl=False)
-    elif fmt == "sarif":
-        click.echo(reporters.render_sarif(findings, root=root), nl=False)
-    elif fmt == "github":
-        click.echo(reporters.render_github(findings), nl=False)
-    elif fmt == "text":
-        reporters.print_text(findings, make_console(), show_summary=not kw["quiet"])
-    else:
-        click.echo(reporters.render_concise(findings), nl=False)
-        if findings and not kw["quiet"]:
-            fixable = sum(1 for f in findings if f.fix.value == "safe")
-            click.echo(f"porter: {len(findings)} finding(s)"
-                       + (f", {fixable} fixable with `porter apply`" if fixable else ""), err=True)
+        findings = [f for f in findings if is_actionable(f) or f.code in NOT_ANALYSED]
+    write_report(fmt, Report(findings, root=root), quiet=kw["quiet"])
+    if fmt == "concise" and findings and not kw["quiet"]:
+        fixable = sum(1 for f in findings if f.fix.value == "safe")
+        click.echo(f"porter: {len(findings)} finding(s)"
+                   + (f", {fixable} fixable with `porter apply`" if fixable else ""), err=True)
     sys.exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_OK)
 
 
@@ -515,7 +339,7 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
           show_fixes: bool, annotate: bool, emit_parity: str | None, **kw: Any) -> None:
     """Apply porter's fixes to PATHS (safe ones; --unsafe-fixes adds approximations)."""
 
-    from . import reporters
+    from .registry import is_actionable
     from .runner import write
 
     if _stdin_mode(kw):
@@ -588,7 +412,7 @@ def apply(dry_run: bool, unsafe_fixes: bool | None, patch_dir: Path | None, exit
         for f in fixed:
             console.print(f"  fixed {_shown(f.path)}:{f.line}:{f.column} {f.code} {_shown(f.message)}",
                           highlight=False)
-    remaining = [f for f in result.findings if reporters.severity_of(f).value != "info"]
+    remaining = [f for f in result.findings if is_actionable(f)]
     unsafe_left = sum(1 for f in remaining if f.fix.value == "unsafe")
     verb = "would fix" if dry_run or patch_dir else "fixed"
     console.print(
@@ -643,6 +467,17 @@ def rules_cmd(as_json: bool, family: str | None) -> None:
         return
     for r in table:
         click.echo(f"{r.code}  {r.name:<34} {r.category.value:<8} fix={r.fix.value:<6} {r.family:<12} {r.summary}")
+
+
+@main.command("options")
+@click.option("--markdown", is_flag=True, help="As Markdown tables (the README's list).")
+def options_cmd(markdown: bool) -> None:
+    """List every setting of [tool.porter] and of each family's [tool.porter.<family>]: type, default, help."""
+    from . import registry
+    from .config import render_options
+
+    registry.check_loaded()
+    click.echo(render_options(markdown), nl=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

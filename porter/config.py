@@ -1,20 +1,10 @@
 """Configuration: ``[tool.porter]`` in the target's pyproject.toml (or porter.toml).
 
-Keys (kebab-case, as in Ruff):
-
-- ``select`` / ``extend-select`` / ``ignore``: rule codes, code prefixes or ``ALL``
-- ``per-file-ignores``: ``{"glob" = ["PRT1", ...]}``
-- ``exclude`` / ``extend-exclude``: gitignore-style patterns
-- ``unsafe-fixes``: bool
-- ``max-file-size``: bytes (default 4 MiB)
-- ``timeout``: CPU seconds per file (default 60; between 1 ms and a day)
-- ``jobs``: worker processes (default: all cores)
-- ``cache``: bool (default true), ``cache-dir`` (default: the user's cache folder,
-  ``$XDG_CACHE_HOME/porter``; in the target's own config only a folder inside the root)
-- ``target-torch``: the torch version the ported code will run on; rewrites that need a newer
-  torch than the repo pins (SDPA's ``enable_gqa`` needs 2.5) use it instead of the pin
-- ``annotate``: bool, ``porter apply`` writes a ``porter: CODE reason`` comment at flagged sites
-- ``[tool.porter.<family>]``: options of one family (see ``porter rules``)
+Every key is declared once, in :data:`SETTINGS` (and each rule family's own keys, for its
+``[tool.porter.<family>]`` table, in its ``Family.options``): parsing, validation (an unknown key
+or a value of the wrong type is a config error naming the key and the nearest valid one), the
+``--config`` help and ``porter options`` (the list in the README) all come from these declarations.
+Keys are kebab-case, as in Ruff; ``snake_case`` spellings are accepted.
 """
 
 from __future__ import annotations
@@ -25,6 +15,7 @@ import os
 import posixpath
 import re
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -54,27 +45,6 @@ DEFAULT_EXCLUDE = (
     "*.egg-info/",
 )
 
-KNOWN_KEYS = {
-    "select",
-    "extend-select",
-    "ignore",
-    "per-file-ignores",
-    "exclude",
-    "extend-exclude",
-    "unsafe-fixes",
-    "max-file-size",
-    "timeout",
-    "jobs",
-    "cache",
-    "cache-dir",
-    "respect-gitignore",
-    "annotate",
-    "target-torch",
-}
-
-
-# family options whose value is a path inside the target (a file porter creates lives there)
-PATH_OPTIONS = {("devices", "path"), ("warp_size", "header-dir")}
 MAX_FILE_SIZE_CEILING = 256 * 1024 * 1024  # whatever a config says, porter never reads more per file
 CONFIG_LIMIT = 16 * 1024 * 1024  # a config file larger than this is refused
 _PORTER_TABLE_RE = re.compile(r"^\s*\[{1,2}\s*[\"']?tool[\"']?\s*\.\s*[\"']?porter\b", re.M)
@@ -100,23 +70,211 @@ def pattern_is_tame(pattern: str) -> bool:
     return True
 
 
+MAX_TIMEOUT = 24 * 3600.0
+MIN_TIMEOUT = 0.001
+
+
+def _timeout(value: float) -> float:
+    """A per-file CPU-time limit: finite, between 1 ms and a day (``inf``, ``nan`` and values the
+    interval timer cannot hold or rounds to zero, which would disable the limit, are errors)."""
+    if not math.isfinite(value) or not MIN_TIMEOUT <= value <= MAX_TIMEOUT:
+        raise ConfigError(f"`timeout` must be between {MIN_TIMEOUT:g} and {MAX_TIMEOUT:g} seconds, not {value!r}")
+    return value
+
+
+def _as_codes(value: Any, key: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [v for v in value.replace(",", " ").split() if v]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"`{key}` must be a list of rule codes or prefixes")
+    return tuple(v.strip().upper() for v in value)
+
+
+# -- declared settings ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Option:
+    """One declared setting: a key of ``[tool.porter]`` or of a family's ``[tool.porter.<family>]``.
+
+    ``type`` names a value kind of :data:`TYPES` (its checker turns the TOML value into the
+    setting's value or raises :class:`ConfigError`); ``path``: the value is a path inside the
+    target (a file porter creates lives there), contained in the root or a config error;
+    ``choices``: the only values allowed, when not empty.
+    """
+
+    key: str  # kebab-case
+    type: str
+    default: Any
+    help: str
+    path: bool = False
+    choices: tuple[str, ...] = ()
+
+    def check(self, value: Any, key: str) -> Any:
+        """The setting's value for ``value`` (as the user spelt ``key``), or a config error."""
+        value = TYPES[self.type](value, key)
+        if self.choices and value not in self.choices:
+            raise ConfigError(f"`{key}` must be one of {', '.join(map(repr, self.choices))}, not {value!r}"
+                              + _nearest(str(value), self.choices))
+        return value
+
+    @property
+    def attr(self) -> str:
+        return self.key.replace("-", "_")
+
+
+def _bool(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"`{key}` must be true or false")
+    return value
+
+
+def _count(value: Any, key: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ConfigError(f"`{key}` must be a non-negative integer")
+    return value
+
+
+def _bytes(value: Any, key: str) -> int:
+    value = _count(value, key)
+    if value > MAX_FILE_SIZE_CEILING:
+        raise ConfigError(f"`{key}` must be at most {MAX_FILE_SIZE_CEILING} bytes")
+    return value
+
+
+def _seconds(value: Any, key: str) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ConfigError(f"`{key}` must be a positive number of seconds")
+    return _timeout(float(value))
+
+
+def _patterns(value: Any, key: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"`{key}` must be a list of patterns")
+    for pattern in value:
+        if not pattern_is_tame(pattern):
+            raise ConfigError(f"`{key}` pattern {pattern!r} has more than {MAX_STARS_PER_SEGMENT} `*` "
+                              "in one path segment (too slow to match); simplify it")
+    return tuple(value)
+
+
+def _ignores_table(value: Any, key: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"`{key}` must be a table of glob = [codes]")
+    return tuple((str(k), _as_codes(v, key)) for k, v in value.items())
+
+
+def _folder(value: Any, key: str) -> str:
+    if not isinstance(value, str) or not value.strip() or "\0" in value:
+        raise ConfigError(f"`{key}` must be a folder name")
+    return value
+
+
+def _version(value: Any, key: str) -> str:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(str(value))
+    except InvalidVersion:
+        raise ConfigError(f"`{key}` must be a version such as \"2.5\", not {value!r}") from None
+    return str(value)
+
+
+def _string(value: Any, key: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"`{key}` must be a string, not {type(value).__name__} {value!r}")
+    return value
+
+
+# value kind -> checker(value, key as the user wrote it) -> the setting's value
+TYPES: dict[str, Callable[[Any, str], Any]] = {
+    "bool": _bool,
+    "int": _count,
+    "bytes": _bytes,
+    "seconds": _seconds,
+    "codes": _as_codes,
+    "patterns": _patterns,
+    "globs": _ignores_table,
+    "folder": _folder,
+    "version": _version,
+    "string": _string,
+}
+
+# Every key of [tool.porter]; the Settings field of each is its key in snake_case.
+SETTINGS: tuple[Option, ...] = (
+    Option("select", "codes", (), "Rule codes or prefixes to enable, or ALL (default: every rule on by default)."),
+    Option("extend-select", "codes", (), "Codes or prefixes to enable on top of `select`."),
+    Option("ignore", "codes", (), "Codes or prefixes to disable; the most specific selector wins."),
+    Option("per-file-ignores", "globs", (), "A table of glob = [codes]: codes ignored in matching files."),
+    Option("exclude", "patterns", DEFAULT_EXCLUDE, "gitignore-style patterns of files not analysed (replaces "
+           "the default list)."),
+    Option("extend-exclude", "patterns", (), "Patterns excluded on top of `exclude`."),
+    Option("unsafe-fixes", "bool", False, "`porter apply` also writes approximate (unsafe) fixes."),
+    Option("max-file-size", "bytes", 4 * 1024 * 1024, "Larger files are reported (PRT004) and skipped; at most "
+           f"{MAX_FILE_SIZE_CEILING} bytes."),
+    Option("timeout", "seconds", 60.0, f"CPU seconds per file (PRT008), between {MIN_TIMEOUT:g} and "
+           f"{MAX_TIMEOUT:g}."),
+    Option("jobs", "int", 0, "Worker processes (0: all cores)."),
+    Option("cache", "bool", True, "Keep the audit cache."),
+    Option("cache-dir", "folder", "", "The audit cache's folder (default: the user's cache folder, "
+           "$XDG_CACHE_HOME/porter; in the target's own config only a folder inside the root)."),
+    Option("respect-gitignore", "bool", True, "Skip files the target's .gitignore files ignore."),
+    Option("annotate", "bool", False, "`porter apply` writes a `porter: CODE reason` comment above flagged sites."),
+    Option("target-torch", "version", "", "The torch version the ported code will run on; rewrites that need a "
+           "newer torch than the repo pins (SDPA's enable_gqa needs 2.5) use it instead of the pin."),
+)
+_SETTING = {o.key: o for o in SETTINGS}
+
+
+_UNSET: Any = object()
+
+
+def _default(key: str) -> Any:
+    return _SETTING[key].default
+
+
+def _nearest(word: str, candidates: Iterable[str]) -> str:
+    """``; did you mean `x`?`` for the closest candidate, or nothing."""
+    import difflib
+
+    close = difflib.get_close_matches(word.replace("_", "-"), sorted(candidates), n=1, cutoff=0.6)
+    return f"; did you mean `{close[0]}`?" if close else ""
+
+
+def family_declarations() -> dict[str, dict[str, Option]]:
+    """Each rule family's declared options by key (from ``Family.options``)."""
+    from . import registry
+
+    families = registry.families()
+    if _DECLARED.get("families") is not families:
+        _DECLARED["families"] = families
+        _DECLARED["table"] = {f.name: {o.key: o for o in f.options} for f in families}
+    return _DECLARED["table"]  # type: ignore[no-any-return]
+
+
+_DECLARED: dict[str, Any] = {}  # the families the table was built from, and the table
+
+
 @dataclass(frozen=True)
 class Settings:
-    select: tuple[str, ...] = ()  # empty: every rule enabled by default
-    extend_select: tuple[str, ...] = ()
-    ignore: tuple[str, ...] = ()
-    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
-    extend_exclude: tuple[str, ...] = ()
-    unsafe_fixes: bool = False
-    max_file_size: int = 4 * 1024 * 1024
-    timeout: float = 60.0
-    jobs: int = 0  # 0: all cores
-    cache: bool = True
-    cache_dir: str = ""  # empty: the user's cache folder (outside the target)
-    respect_gitignore: bool = True
-    target_torch: str = ""  # torch version the ported code will run on (overrides the repo's pin)
-    annotate: bool = False  # apply: write a `porter: CODE reason` comment above flagged sites
+    """The resolved settings. The fields up to ``target_torch`` are :data:`SETTINGS` (their defaults
+    are declared there); ``options`` holds the ``[tool.porter.<family>]`` tables."""
+
+    select: tuple[str, ...] = _default("select")
+    extend_select: tuple[str, ...] = _default("extend-select")
+    ignore: tuple[str, ...] = _default("ignore")
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = _default("per-file-ignores")
+    exclude: tuple[str, ...] = _default("exclude")
+    extend_exclude: tuple[str, ...] = _default("extend-exclude")
+    unsafe_fixes: bool = _default("unsafe-fixes")
+    max_file_size: int = _default("max-file-size")
+    timeout: float = _default("timeout")
+    jobs: int = _default("jobs")
+    cache: bool = _default("cache")
+    cache_dir: str = _default("cache-dir")
+    respect_gitignore: bool = _default("respect-gitignore")
+    annotate: bool = _default("annotate")
+    target_torch: str = _default("target-torch")
     options: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # family -> options
     source: str = ""  # where the settings came from (for messages)
     notes: tuple[str, ...] = ()  # warnings about the configuration, for the user
@@ -144,8 +302,15 @@ class Settings:
                 return dict(opts)
         return {}
 
-    def option(self, family: str, key: str, default: Any = None) -> Any:
-        return self.family_options(family).get(key, default)
+    def option(self, family: str, key: str, default: Any = _UNSET) -> Any:
+        """The value of a declared family option: the configured one, else ``default`` when given,
+        else the declared default. Asking for an undeclared option is a bug in the family."""
+        key = key.replace("_", "-")
+        declared = family_declarations().get(family, {}).get(key)
+        if declared is None:
+            raise LookupError(f"rule family {family!r} reads option {key!r}, which it does not declare "
+                              "(Family.options)")
+        return self.family_options(family).get(key, declared.default if default is _UNSET else default)
 
     @property
     def all_excludes(self) -> tuple[str, ...]:
@@ -174,18 +339,6 @@ class Settings:
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-MAX_TIMEOUT = 24 * 3600.0
-MIN_TIMEOUT = 0.001
-
-
-def _timeout(value: float) -> float:
-    """A per-file CPU-time limit: finite, between 1 ms and a day (``inf``, ``nan`` and values the
-    interval timer cannot hold or rounds to zero, which would disable the limit, are errors)."""
-    if not math.isfinite(value) or not MIN_TIMEOUT <= value <= MAX_TIMEOUT:
-        raise ConfigError(f"`timeout` must be between {MIN_TIMEOUT:g} and {MAX_TIMEOUT:g} seconds, not {value!r}")
-    return value
-
-
 def _best(code: str, selectors: tuple[str, ...]) -> int:
     """Length of the longest selector matching ``code`` (ALL counts as 0), -1 if none."""
     best = -1
@@ -206,76 +359,48 @@ def _glob_match(relpath: str, pattern: str) -> bool:
     return pattern.endswith("/") and relpath.startswith(pattern)
 
 
-def _as_codes(value: Any, key: str) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [v for v in value.replace(",", " ").split() if v]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"`{key}` must be a list of rule codes or prefixes")
-    return tuple(v.strip().upper() for v in value)
-
-
 def from_table(table: dict[str, Any], base: Settings | None = None, source: str = "") -> Settings:
-    """Settings from a ``[tool.porter]`` table (kebab-case keys), on top of ``base``."""
-    from . import registry
-
+    """Settings from a ``[tool.porter]`` table (kebab-case keys), on top of ``base``; every key and
+    value checked against its declaration."""
     settings = base or Settings()
-    families = {f.name for f in registry.families()}
+    where = source or "config"
+    declared = family_declarations()
     changes: dict[str, Any] = {}
     options = dict((k, dict(v)) for k, v in settings.options)
     if not isinstance(table, dict):
-        raise ConfigError(f"[tool.porter] must be a table ({source or 'config'})")
+        raise ConfigError(f"[tool.porter] must be a table ({where})")
     for key, value in table.items():
-        if isinstance(value, dict) and key in families:
-            options.setdefault(key, {}).update({k.replace("_", "-"): v for k, v in value.items()})
+        if key in declared:
+            options.setdefault(key, {}).update(_family_table(key, value, declared[key], where))
             continue
-        norm = key.replace("_", "-")
-        if norm not in KNOWN_KEYS and norm != "per-file-ignores":
-            raise ConfigError(f"unknown key `{key}` in [tool.porter] ({source or 'config'})")
-        attr = norm.replace("-", "_")
-        if norm in {"select", "extend-select", "ignore"}:
-            changes[attr] = _as_codes(value, key)
-        elif norm in {"exclude", "extend-exclude"}:
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise ConfigError(f"`{key}` must be a list of patterns")
-            for pattern in value:
-                if not pattern_is_tame(pattern):
-                    raise ConfigError(f"`{key}` pattern {pattern!r} has more than {MAX_STARS_PER_SEGMENT} `*` "
-                                      "in one path segment (too slow to match); simplify it")
-            changes[attr] = tuple(value)
-        elif norm == "per-file-ignores":
-            if not isinstance(value, dict):
-                raise ConfigError("`per-file-ignores` must be a table of glob = [codes]")
-            changes[attr] = tuple((str(k), _as_codes(v, key)) for k, v in value.items())
-        elif norm in {"unsafe-fixes", "cache", "respect-gitignore", "annotate"}:
-            if not isinstance(value, bool):
-                raise ConfigError(f"`{key}` must be true or false")
-            changes[attr] = value
-        elif norm in {"max-file-size", "jobs"}:
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ConfigError(f"`{key}` must be a non-negative integer")
-            if norm == "max-file-size" and value > MAX_FILE_SIZE_CEILING:
-                raise ConfigError(f"`{key}` must be at most {MAX_FILE_SIZE_CEILING} bytes")
-            changes[attr] = value
-        elif norm == "timeout":
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
-                raise ConfigError("`timeout` must be a positive number of seconds")
-            changes[attr] = _timeout(float(value))
-        elif norm == "cache-dir":
-            if not isinstance(value, str) or not value.strip() or "\0" in value:
-                raise ConfigError("`cache-dir` must be a folder name")
-            changes[attr] = value
-        elif norm == "target-torch":
-            from packaging.version import InvalidVersion, Version
-
-            try:
-                Version(str(value))
-            except InvalidVersion:
-                raise ConfigError(f"`target-torch` must be a version such as \"2.5\", not {value!r}") from None
-            changes[attr] = str(value)
+        opt = _SETTING.get(key.replace("_", "-"))
+        if opt is None and isinstance(value, dict):
+            raise ConfigError(f"unknown rule family `{key}` in [tool.porter.{key}] ({where})" + _nearest(key, declared))
+        if opt is None:
+            raise ConfigError(f"unknown key `{key}` in [tool.porter] ({where})"
+                              + _nearest(key, [*_SETTING, *declared]))
+        changes[opt.attr] = opt.check(value, key)
     changes["options"] = tuple(sorted((k, tuple(sorted(v.items()))) for k, v in options.items()))
     if source:
         changes["source"] = source
     return replace(settings, **changes)
+
+
+def _family_table(family: str, value: Any, declared: dict[str, Option], where: str) -> dict[str, Any]:
+    """A ``[tool.porter.<family>]`` table, each key declared by the family and of its type."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"[tool.porter.{family}] must be a table of the family's options ({where})")
+    out: dict[str, Any] = {}
+    for raw, v in value.items():
+        key = raw.replace("_", "-")
+        opt = declared.get(key)
+        if opt is None:
+            known = f"its options: {', '.join(f'`{k}`' for k in declared)}" if declared else "it has no options"
+            raise ConfigError(f"unknown key `{raw}` in [tool.porter.{family}] ({where})" + _nearest(raw, declared)
+                              + f" ({known}; see `porter options`)")
+        opt.check(v, f"{family}.{key}")
+        out[key] = v
+    return out
 
 
 def load_file(path: Path) -> dict[str, Any]:
@@ -392,8 +517,9 @@ def _contained(root: Path, value: Any, what: str, *, directory: bool) -> None:
 
 def check_paths(root: Path, settings: Settings, *, cache_dir_from_target: bool) -> None:
     """Every path-valued setting is contained in the root, or a config error."""
-    for family, key in sorted(PATH_OPTIONS):
-        value = settings.option(family, key)
+    for family, key in sorted((f, o.key) for f, opts in family_declarations().items()
+                              for o in opts.values() if o.path):
+        value = settings.family_options(family).get(key)
         if value not in (None, ""):
             _contained(root, value, f"[tool.porter.{family}] {key}", directory=key.endswith("dir"))
     module = settings.option("devices", "module")
@@ -442,3 +568,53 @@ def resolve(root: Path, request: ConfigRequest) -> Settings:
     settings = replace(settings, **changes)
     check_paths(root, settings, cache_dir_from_target=target_cache_dir)
     return settings
+
+
+# -- listing (porter options, the README's list) ----------------------------------------------
+
+
+def declared_sections() -> list[tuple[str, tuple[Option, ...]]]:
+    """``([tool.porter], SETTINGS)`` then each family's table that declares options."""
+    from . import registry
+
+    return [("tool.porter", SETTINGS)] + [(f"tool.porter.{f.name}", f.options)
+                                          for f in sorted(registry.families(), key=lambda f: f.name) if f.options]
+
+
+def shown_default(opt: Option) -> str:
+    """The default in TOML syntax (a long list cut short)."""
+    value = opt.default
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list)):
+        items = [f'"{v}"' for v in value[:3]] + (["…"] if len(value) > 3 else [])
+        return "[" + ", ".join(items) + "]" if opt.type != "globs" else "{}"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def render_options(markdown: bool = False) -> str:
+    """Every declared setting: key, type, default and help (``porter options``)."""
+    out: list[str] = []
+    for title, options in declared_sections():
+        if markdown:
+            out += [f"`[{title}]`", "", "| key | type | default | what it does |", "|---|---|---|---|"]
+            for o in options:
+                kind = o.type + (" (path in the target)" if o.path else "")
+                if o.choices:
+                    kind += ": " + " / ".join(f"`{c}`" for c in o.choices)
+                out.append(f"| `{o.key}` | {kind} | `{shown_default(o)}` | {o.help.replace('|', chr(92) + '|')} |")
+            out.append("")
+            continue
+        out.append(f"[{title}]")
+        for o in options:
+            kind = o.type + (" path" if o.path else "") + (f" ({'|'.join(o.choices)})" if o.choices else "")
+            out.append(f"  {o.key:<20} {kind:<28} default {shown_default(o)}")
+            out.append(f"      {o.help}")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def setting_keys() -> tuple[str, ...]:
+    return tuple(o.key for o in SETTINGS)

@@ -1,4 +1,4 @@
-"""``porter doctor``: can this machine run the ported code? The playbook's smoke test as a command.
+"""``porter doctor``: can this machine run the ported code? The smoke test of a new machine as a command.
 
 It reports the PyTorch build (CUDA, ROCm or CPU), the devices and their vendor, bf16 / fp8 /
 TF32 capability (the same logic as the capability module porter adds to a repository,

@@ -569,7 +569,7 @@ def annotate(text: str, language: str, findings: Sequence[Finding]) -> str:
     line that already carries the annotation is left alone, so annotating is idempotent. A
     Python result that no longer parses (a site inside a multi-line string) is abandoned.
     """
-    from .reporters import severity_of
+    from .registry import severity_of
 
     prefix = _ANNOTATE_PREFIX.get(language)
     if prefix is None:

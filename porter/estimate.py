@@ -39,7 +39,7 @@ from typing import Any
 
 from . import registry
 from .findings import Applicability, Category, Finding, Severity
-from .reporters import category_of, effort_of, rule_of, severity_of
+from .registry import category_of, effort_of, is_actionable, rule_of, severity_of
 
 HOURS_PER_DAY = 6.0
 PACKAGE_HOURS = 4.0
@@ -80,9 +80,6 @@ GOALS: tuple[tuple[str, str, str, str], ...] = (
 
 
 # -- per-finding metadata ------------------------------------------------------------------------
-
-
-# rule_of, category_of, severity_of and effort_of are the reporters' (one definition each)
 
 
 def family_of(f: Finding) -> str:
@@ -212,7 +209,7 @@ class AuditSummary:
     what_it_takes: list[str]
     automatic: dict[str, int] = field(default_factory=dict)  # code -> sites porter fixes (safe)
     manual_work_sites: int = 0  # sites with no fix that carry effort (benign inventory excluded)
-    versus_typical: str = ""  # this estimate against the playbook's typical effort for the goal
+    versus_typical: str = ""  # this estimate against the typical effort for the goal (TYPICAL_DAYS)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -306,7 +303,7 @@ def summarize(findings: list[Finding], files_scanned: int = 0) -> AuditSummary:
     low_days = _round(total * LOW_FACTOR / HOURS_PER_DAY)
     high_days = _round((total + high_only + unsafe_hours) * high_factor / HOURS_PER_DAY)
     days = _round(total / HOURS_PER_DAY)
-    manual_info = sum(1 for f in findings if fix_level(f) == "manual" and severity_of(f) == Severity.INFO)
+    manual_info = sum(1 for f in findings if fix_level(f) == "manual" and not is_actionable(f))
     reasoning = [
         f"method: {METHOD}",
         f"{work_sites} shim/replace site(s) without an automatic fix: {_h(site_hours)} h "
@@ -435,6 +432,6 @@ def _what_it_takes(goal: str, est: Estimate, by_fix: dict[str, int], manual_work
 
 
 __all__ = [
-    "AuditSummary", "Blocker", "Estimate", "GoalFit", "RuleCount", "category_of", "directory_of", "effort_of",
-    "fix_level", "is_blocker", "severity_of", "summarize",
+    "AuditSummary", "Blocker", "Estimate", "GoalFit", "RuleCount", "directory_of", "fix_level", "is_blocker",
+    "summarize",
 ]

@@ -11,7 +11,7 @@ from typing import Any
 
 
 class Category(str, Enum):
-    """The playbook's classes for a CUDA-surface site."""
+    """The porting classes of a CUDA-surface site: how much work it takes on ROCm."""
 
     BENIGN = "benign"  # works unchanged on ROCm PyTorch
     SHIM = "shim"  # needs an adapter (telemetry, nvtx, vendor checks...)
@@ -117,3 +117,42 @@ class Finding:
     @property
     def sort_key(self) -> tuple[str, int, int, str]:
         return (self.path, self.line, self.column, self.code)
+
+    # -- (de)serialisation: the one plain-data record of a finding (audit cache, reports) ----------
+    # Edits, import bookkeeping and new files are not part of it: a finding read back is a report
+    # of a site, never a fix to apply.
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code, "message": self.message, "path": self.path, "line": self.line,
+            "column": self.column, "end_line": self.end_line, "end_column": self.end_column,
+            "fix": self.fix.value, "fix_title": self.fix_title,
+            "category": self.category.value if self.category else None,
+            "severity": self.severity.value if self.severity else None,
+            "effort_hours": self.effort_hours, "data": self.data,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Finding:
+        """The finding :meth:`to_dict` wrote; ``TypeError``/``ValueError``/``KeyError`` when ``d`` is
+        not such a record (a damaged or forged cache entry)."""
+        for key in ("code", "message", "path"):
+            if not isinstance(d[key], str):
+                raise TypeError(key)
+        for key in ("line", "column", "end_line", "end_column"):
+            if not isinstance(d[key], int) or isinstance(d[key], bool):
+                raise TypeError(key)
+        effort = d.get("effort_hours")
+        if effort is not None and (not isinstance(effort, (int, float)) or isinstance(effort, bool)):
+            raise TypeError("effort_hours")
+        data = d.get("data") or {}
+        if not isinstance(data, dict):
+            raise TypeError("data")
+        return cls(
+            code=d["code"], message=d["message"], path=d["path"], line=d["line"], column=d["column"],
+            end_line=d["end_line"], end_column=d["end_column"], fix=Applicability(d["fix"]),
+            fix_title=str(d.get("fix_title", "")),
+            category=Category(d["category"]) if d.get("category") else None,
+            severity=Severity(d["severity"]) if d.get("severity") else None,
+            effort_hours=effort, data=data,
+        )

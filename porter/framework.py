@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import importlib
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -27,7 +28,7 @@ from .findings import Applicability, Category, Edit, Finding, Rule, Severity
 if TYPE_CHECKING:
     import libcst as cst
 
-    from .config import Settings
+    from .config import Option, Settings
     from .pyast import AstVisitor
     from .pycst import PyVisitor
     from .pyimports import ImportIndex
@@ -177,6 +178,7 @@ class RepoFacts:
 
 
 Checker = Callable[["FileContext"], Iterable[Finding]]
+_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 @cache
@@ -221,6 +223,7 @@ class Family:
     # Repo-wide pre-scan over the files of its languages (root, relpaths) -> entries merged into
     # RepoFacts.extra for every file of the run; must only read inside root.
     repo_facts: Callable[[Path, Sequence[str]], Mapping[str, Any]] | str | None = None
+    options: tuple[Option, ...] = ()  # its [tool.porter.<family>] keys (porter.config.Option)
 
     @property
     def languages(self) -> frozenset[str]:
@@ -262,21 +265,19 @@ class FileContext:
     # -- positions ----------------------------------------------------------------------
     @property
     def line_starts(self) -> list[int]:
+        """Offsets where each line starts (``\n``, ``\r\n`` and a lone ``\r`` end a line)."""
         if self._line_starts is None:
-            starts = [0]
             text = self.text
-            i = 0
-            n = len(text)
-            while i < n:
-                c = text[i]
-                if c == "\n":
+            if "\r" in text:
+                self._line_starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
+            else:
+                starts = [0]
+                find = text.find
+                i = find("\n")
+                while i >= 0:
                     starts.append(i + 1)
-                elif c == "\r":
-                    if i + 1 < n and text[i + 1] == "\n":
-                        i += 1
-                    starts.append(i + 1)
-                i += 1
-            self._line_starts = starts
+                    i = find("\n", i + 1)
+                self._line_starts = starts
         return self._line_starts
 
     def offset(self, line: int, column0: int) -> int:

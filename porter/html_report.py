@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from urllib.parse import quote
 
 from . import __version__
-from .estimate import AuditSummary, category_of, family_of, fix_level, is_blocker, severity_of
+from .estimate import AuditSummary, family_of, fix_level, is_blocker
 from .findings import Category, Finding
+from .registry import category_of, severity_of
 
 _CLASS_COLOURS = {"replace": "#c0392b", "shim": "#d68910", "benign": "#7f8c8d"}
 _FIX_COLOURS = {"safe": "#1e8449", "unsafe": "#b9770e", "manual": "#566573"}

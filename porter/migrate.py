@@ -238,7 +238,7 @@ def plan(
 
 
 def _class_counts(findings: list[Finding]) -> dict[str, int]:
-    from .reporters import category_of
+    from .registry import category_of
 
     out = {"benign": 0, "shim": 0, "replace": 0}
     for f in findings:
@@ -356,7 +356,7 @@ def render_report(p: MigrationPlan) -> str:
 
 
 def _class_of(f: Finding) -> str:
-    from .reporters import category_of
+    from .registry import category_of
 
     return category_of(f).value
 
@@ -421,9 +421,9 @@ def _report_charts(flagged: list[Finding], after: list[Finding], est: Any, by_ru
 
 
 def _blocking(f: Finding) -> bool:
-    from .reporters import severity_of
+    from .registry import is_actionable
 
-    return severity_of(f).value != "info"
+    return is_actionable(f)
 
 
 # -- writing ----------------------------------------------------------------------------------
@@ -661,7 +661,7 @@ def migrate(repo: Path, out: Path | None, dry_run: bool, branch: str | None, all
     """Turn REPO into a reviewable patch series (one patch per family) plus a migration report."""
     import sys
 
-    from .cli import Progress, _settings, make_console
+    from .console import Progress, make_console, resolve_settings
 
     console = make_console(stderr=True, quiet=quiet)
     root = Path(os.path.abspath(repo))
@@ -687,7 +687,7 @@ def migrate(repo: Path, out: Path | None, dry_run: bool, branch: str | None, all
         assert repo is not None
         if proc.git(repo, ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], check=False).returncode == 0:
             raise click.ClickException(f"branch {branch!r} already exists")
-    settings = _settings({"select": select, "ignore": ignore, "config": config}, root, unsafe_fixes)
+    settings = resolve_settings(root, config=config, select=select, ignore=ignore, unsafe_fixes=unsafe_fixes)
     settings, target_note = migration_target(settings, target_torch)
     progress = None if quiet else Progress(console, label=f"porter migrate {root.name}")
     try:

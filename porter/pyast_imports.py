@@ -4,7 +4,8 @@
 source (bindings, availability gates and their fallbacks, module-level rebindings, availability
 flags) and answers the same queries, so detection can run on ``ast.parse`` trees, which are far
 cheaper to build than LibCST ones. The ``statement``/``gate`` fields of its records hold ``ast``
-nodes. Like ``ImportIndex`` it walks statements only, never expressions.
+nodes (a ``Rebind``'s statement is the ``Assign``/``AnnAssign`` itself, not LibCST's line). Like
+``ImportIndex`` it walks statements only, never expressions.
 
 Where the two trees differ in shape the port follows what ``ImportIndex`` sees: several small
 statements on one line are separate statements here; an ``elif`` is the single ``If`` of its

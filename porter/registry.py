@@ -7,7 +7,7 @@ import pkgutil
 import re
 from functools import lru_cache
 
-from .findings import Applicability, Category, Rule, Severity
+from .findings import Applicability, Category, Finding, Rule, Severity
 from .framework import Family, rule
 
 CODE_RE = re.compile(r"^PRT\d{3}$")
@@ -126,4 +126,44 @@ def lookup(code_or_name: str) -> Rule | None:
     return next((r for r in table.values() if r.name == key), None)
 
 
-__all__ = ["ENGINE_RULES", "Applicability", "families", "family", "family_of", "lookup", "rules"]
+# -- a finding's rule and the values it inherits from it -------------------------------------
+# A finding's own ``category``/``severity``/``effort_hours`` win over its rule's; a finding whose
+# code names no rule is an error-level benign site with no effort.
+
+
+def rule_of(f: Finding) -> Rule | None:
+    return rules().get(f.code)
+
+
+def category_of(f: Finding) -> Category:
+    if f.category is not None:
+        return f.category
+    r = rule_of(f)
+    return r.category if r else Category.BENIGN
+
+
+def severity_of(f: Finding) -> Severity:
+    if f.severity is not None:
+        return f.severity
+    r = rule_of(f)
+    return r.severity if r else Severity.ERROR
+
+
+def effort_of(f: Finding) -> float:
+    if f.effort_hours is not None:
+        return f.effort_hours
+    r = rule_of(f)
+    return r.effort_hours if r else 0.0
+
+
+def is_actionable(f: Finding) -> bool:
+    """Whether a finding asks for work: every warning and error. Info-level findings (benign sites
+    such as ``device="cuda"``) are inventory: ``check`` passes on them, ``apply`` does not count them
+    as remaining, the patch series does not list them for a human."""
+    return severity_of(f) != Severity.INFO
+
+
+__all__ = [
+    "ENGINE_RULES", "Applicability", "category_of", "effort_of", "families", "family", "family_of", "is_actionable",
+    "lookup", "rule_of", "rules", "severity_of",
+]

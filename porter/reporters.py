@@ -7,14 +7,15 @@ import json
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from . import __version__, registry
 from .findings import Applicability, Category, Finding, Rule, Severity
+from .registry import category_of, effort_of, rule_of, severity_of
 from .textio import read_bounded
 
-FORMATS = ("text", "concise", "json", "sarif", "markdown", "github", "html")
 INFO_URI = "https://pypi.org/project/porter-rocm/"
 
 
@@ -34,49 +35,17 @@ def _gh_property(value: str) -> str:
             .replace(":", "%3A").replace(",", "%2C"))
 
 
-def rule_of(f: Finding) -> Rule | None:
-    return registry.rules().get(f.code)
-
-
-def category_of(f: Finding) -> Category:
-    if f.category is not None:
-        return f.category
-    r = rule_of(f)
-    return r.category if r else Category.BENIGN
-
-
-def severity_of(f: Finding) -> Severity:
-    if f.severity is not None:
-        return f.severity
-    r = rule_of(f)
-    return r.severity if r else Severity.ERROR
-
-
-def effort_of(f: Finding) -> float:
-    if f.effort_hours is not None:
-        return f.effort_hours
-    r = rule_of(f)
-    return r.effort_hours if r else 0.0
+# the fields of a finding in the JSON report, in order: its record (Finding.to_dict) with the
+# values it inherits from its rule resolved, plus the rule's name and family
+REPORT_FIELDS = ("code", "name", "family", "path", "line", "column", "end_line", "end_column", "category",
+                 "severity", "message", "fix", "fix_title", "effort_hours")
 
 
 def finding_dict(f: Finding) -> dict[str, Any]:
     r = rule_of(f)
-    return {
-        "code": f.code,
-        "name": r.name if r else f.code,
-        "family": r.family if r else "engine",
-        "path": f.path,
-        "line": f.line,
-        "column": f.column,
-        "end_line": f.end_line,
-        "end_column": f.end_column,
-        "category": category_of(f).value,
-        "severity": severity_of(f).value,
-        "message": f.message,
-        "fix": f.fix.value,
-        "fix_title": f.fix_title,
-        "effort_hours": effort_of(f),
-    }
+    record = replace(f, category=category_of(f), severity=severity_of(f), effort_hours=effort_of(f)).to_dict()
+    record.update(name=r.name if r else f.code, family=r.family if r else "engine")
+    return {key: record[key] for key in REPORT_FIELDS}
 
 
 def counts(findings: Sequence[Finding]) -> dict[str, Any]:

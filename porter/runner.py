@@ -158,17 +158,9 @@ class RunResult:
             f"`{f.path}:{f.line}` {f.code} {registry.rules()[f.code].name if f.code in registry.rules() else ''}: "
             f"{f.message}"
             for f in self.findings
-            if _needs_human(f)
+            if registry.is_actionable(f)
         ]
         return PatchSeries(patches=patches, manual=manual)
-
-
-def _needs_human(f: Finding) -> bool:
-    rule = registry.rules().get(f.code)
-    if rule is None:
-        return True
-    severity = (f.severity or rule.severity).value
-    return severity != "info"
 
 
 # -- per-file work (runs in workers) --------------------------------------------------------
@@ -505,7 +497,7 @@ class Cache:
                 lazy = facts.extra if facts is not None and isinstance(facts.extra, LazyFacts) else None
                 if lazy is None or lazy.digests(used) != used:
                     return None
-            findings = [_finding_from_dict(d) for d in hit["findings"]]
+            findings = [Finding.from_dict(d) for d in hit["findings"]]
             imports = frozenset(str(m) for m in hit.get("imports", ()))
         except (KeyError, TypeError, ValueError, AttributeError):
             self.entries.pop(ref.relpath, None)  # a damaged entry: analyse again and rewrite it
@@ -519,7 +511,7 @@ class Cache:
             return
         self.entries[ref.relpath] = {
             "digest": digest,
-            "findings": [_finding_to_dict(f) for f in result.findings],
+            "findings": [f.to_dict() for f in result.findings],
             "imports": sorted(result.imports),
             "facts": dict(result.facts_used),
         }
@@ -605,12 +597,12 @@ class RunRecord:
             for relpath, language, sig in files:
                 if now.get(relpath) != language or sig != _stat_key(root, relpath):
                     return None
-            problems = [_finding_from_dict(d) for d in rec["problems"]]
+            problems = [Finding.from_dict(d) for d in rec["problems"]]
             if sorted(f.sort_key for f in problems) != sorted(f.sort_key for f in found.problems):
                 return None
             results = []
             for (relpath, language, _sig), res in zip(files, rec["results"], strict=True):
-                results.append(FileResult(relpath, language, findings=[_finding_from_dict(d) for d in res[0]],
+                results.append(FileResult(relpath, language, findings=[Finding.from_dict(d) for d in res[0]],
                                           imports=frozenset(str(m) for m in res[1])))
             facts = RepoFacts(pins=dict(rec["pins"]), manifests=tuple(rec["manifests"]),
                               scopes={k: dict(v) for k, v in rec["scopes"].items()})
@@ -627,48 +619,13 @@ class RunRecord:
         self.store.entries = {
             "format": 1,
             "files": [list(by_path[fr.relpath]) for fr in result.files],
-            "problems": [_finding_to_dict(f) for f in result.problems],
-            "results": [[[_finding_to_dict(f) for f in fr.findings], sorted(fr.imports)] for fr in result.files],
+            "problems": [f.to_dict() for f in result.problems],
+            "results": [[[f.to_dict() for f in fr.findings], sorted(fr.imports)] for fr in result.files],
             "pins": dict(result.facts.pins), "manifests": list(result.facts.manifests),
             "scopes": {k: dict(v) for k, v in result.facts.scopes.items()},
         }
         self.store.dirty = True
         self.store.save()
-
-
-def _finding_to_dict(f: Finding) -> dict[str, Any]:
-    return {
-        "code": f.code, "message": f.message, "path": f.path, "line": f.line, "column": f.column,
-        "end_line": f.end_line, "end_column": f.end_column, "fix": f.fix.value, "fix_title": f.fix_title,
-        "category": f.category.value if f.category else None,
-        "severity": f.severity.value if f.severity else None,
-        "effort_hours": f.effort_hours, "data": f.data,
-    }
-
-
-def _finding_from_dict(d: dict[str, Any]) -> Finding:
-    from .findings import Applicability, Category, Severity
-
-    for key in ("code", "message", "path"):
-        if not isinstance(d[key], str):
-            raise TypeError(key)
-    for key in ("line", "column", "end_line", "end_column"):
-        if not isinstance(d[key], int) or isinstance(d[key], bool):
-            raise TypeError(key)
-    effort = d.get("effort_hours")
-    if effort is not None and (not isinstance(effort, (int, float)) or isinstance(effort, bool)):
-        raise TypeError("effort_hours")
-    data = d.get("data") or {}
-    if not isinstance(data, dict):
-        raise TypeError("data")
-    return Finding(
-        code=d["code"], message=d["message"], path=d["path"], line=d["line"], column=d["column"],
-        end_line=d["end_line"], end_column=d["end_column"], fix=Applicability(d["fix"]),
-        fix_title=str(d.get("fix_title", "")),
-        category=Category(d["category"]) if d.get("category") else None,
-        severity=Severity(d["severity"]) if d.get("severity") else None,
-        effort_hours=effort, data=data,
-    )
 
 
 # -- orchestration --------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""apex family: rule coverage, formatting preservation, explicit defaults, options, traps 30."""
+"""apex family: rule coverage, formatting preservation, explicit defaults, options, no removed upstream API emitted."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_every_rule_is_exercised_by_a_fixture() -> None:
 
 
 def test_rewrites_never_emit_apex_names() -> None:
-    """Trap 30: removed upstream APIs (apex amp/parallel) are never emitted; no rewrite names apex."""
+    """Removed upstream APIs (apex amp/parallel) are never emitted; no rewrite names apex."""
     for path in CASES:
         text = path.read_text()
         for f in findings(text, "t.py", settings=settings_for("apex", unsafe=True)):

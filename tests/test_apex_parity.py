@@ -4,8 +4,8 @@ Each test writes a small apex snippet, ports it with porter (``apex`` must be go
 result, which is then executed with real torch on CPU) and compares it with the pure-torch
 reference of apex's semantics in tests/reference/apex_ref.py: optimizer trajectories over
 several steps with fixed gradients, norm outputs over shapes and dtypes (hypothesis), cross
-entropy and the DDP gradient reduction. The negative tests build the naive rewrites of spec §9
-by hand and check that the same comparison rejects them, so the suite can fail.
+entropy and the DDP gradient reduction. The negative tests build the naive rewrites (the
+plausible one-to-one swaps that are wrong) by hand and check that the same comparison rejects them, so the suite can fail.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def test_fused_adam_default_is_unsafe_and_opt_in_is_safe() -> None:
 
 
 def test_fused_adam_bf16_params_drift_from_apex() -> None:
-    """Trap 7: why the rewrite is UNSAFE: with bf16 params torch's bf16 moments drift from apex's fp32 ones."""
+    """Why the rewrite is UNSAFE: with bf16 params torch's bf16 moments drift from apex's fp32 ones."""
     make = _ported_optimizer("FusedAdam(params, lr=1e-2)", unsafe=True)
 
     def run(build: Callable[[list[torch.Tensor]], Any], dtype: torch.dtype) -> torch.Tensor:
@@ -548,7 +548,7 @@ def test_convert_syncbn_model_converts_batchnorm() -> None:
     assert isinstance(out[2], torch.nn.InstanceNorm2d)  # apex skips instance norms; so does torch
 
 
-# -- amp (PRT330-PRT333): the checklist's unscale_ step (trap 20) -------------------------------
+# -- amp (PRT330-PRT333): the unscale_ step before gradient clipping --------------------------
 
 def test_amp_master_params_is_the_param_group_generator() -> None:
     src = ("from apex import amp\n\n\n"

@@ -3,7 +3,7 @@
 For each rewrite rule, a small snippet is ported by porter; the ORIGINAL snippet is executed
 with the pure-torch references (tests/reference/attention_ref.py) standing in for flash_attn /
 xformers, the REWRITTEN snippet with real torch, and the outputs are compared in fp32. The
-negative tests build the naive rewrites of spec §9 by hand and check that this same comparison
+negative tests build the naive rewrites (plausible one-to-one swaps that are wrong) by hand and check that this same comparison
 rejects them, so the suite is known to be able to fail.
 """
 
@@ -157,7 +157,7 @@ def test_flash_attn_v20_pin_is_top_left() -> None:
 @given(dims=dims, causal=st.booleans(), scale=scales, left=window_sides, softcap=st.sampled_from([0.0, 0.5, 4.0]),
        alibi=st.sampled_from([None, "h", "bh"]))
 def test_flash_softcap_alibi_flex_parity(dims, causal, scale, left, softcap, alibi) -> None:
-    """softcap / ALiBi go through flex_attention's score_mod (traps 12, 13)."""
+    """softcap / ALiBi go through flex_attention's score_mod, in flash's order."""
     b, sq, sk, hk, g, d = (dims[k] for k in ("b", "sq", "sk", "hk", "group", "d"))
     if softcap == 0.0 and alibi is None:
         softcap = 2.0
@@ -174,7 +174,7 @@ def test_flash_softcap_alibi_flex_parity(dims, causal, scale, left, softcap, ali
 
 
 def test_naive_flex_with_alibi_before_softcap_fails() -> None:
-    """Trap 13: flash applies the softcap first, then ALiBi; the reverse order is caught."""
+    """flash applies the softcap first, then ALiBi; the reverse order is caught."""
     src = ("from flash_attn import flash_attn_func\n\n\ndef attn(q, k, v, slopes):\n"
            "    return flash_attn_func(q, k, v, softcap=2.0, alibi_slopes=slopes)\n")
     q, k, v, slopes = rand(1, 4, 2, 8), rand(1, 6, 2, 8, seed=1), rand(1, 6, 2, 8, seed=2), rand(2, seed=3).abs()
@@ -278,7 +278,7 @@ def test_xformers_local_bias_variable() -> None:
     assert "mask = " not in out
 
 
-# -- negative tests: the naive rewrites of spec §9 must fail this suite ----------------------
+# -- negative tests: the naive rewrites must fail this suite ------------------------------------
 
 _F = "import torch\nimport torch.nn.functional as F\n\n\ndef attn(q, k, v):\n    return {}\n"
 _FA = "from flash_attn import flash_attn_func\n\n\ndef attn(q, k, v):\n    return {}\n"
@@ -353,7 +353,7 @@ def test_naive_xformers_rewrites_fail(trap, original, naive, rank) -> None:
 
 
 def test_dropout_is_applied_in_eval() -> None:
-    """Trap 9: flash's functional applies dropout_p in eval too; the rewrite must not gate it."""
+    """flash's functional applies dropout_p in eval too; the rewrite must not gate it."""
     src = _FA.format("flash_attn_func(q, k, v, dropout_p=0.5)")
     out = port(src)
     assert "dropout_p=0.5" in out and "training" not in out
@@ -370,10 +370,10 @@ def test_dropout_is_applied_in_eval() -> None:
 @pytest.mark.parametrize(
     ("call", "code", "reason"),
     [
-        ("flash_attn_func(q, k, v, return_attn_probs=True)", "PRT100", "return_attn_probs"),  # trap 28
-        ("flash_attn_func(q, k, v, 0.1, softcap=30.0)", "PRT100", "no dropout"),  # trap 9: flex has no dropout
+        ("flash_attn_func(q, k, v, return_attn_probs=True)", "PRT100", "return_attn_probs"),  # no probabilities from SDPA
+        ("flash_attn_func(q, k, v, 0.1, softcap=30.0)", "PRT100", "no dropout"),  # flex has no dropout
         ("flash_attn_func(q, k, v, alibi_slopes=self.s(x))", "PRT100", "not a plain name"),
-        ("flash_attn_func(q, k, v, 0.0, None, True, (4, 0))", "PRT100", "positional argument 7"),  # trap 3
+        ("flash_attn_func(q, k, v, 0.0, None, True, (4, 0))", "PRT100", "positional argument 7"),  # positions differ across versions
         ("flash_attn_func(q, k, v, window_size=w)", "PRT100", "window_size"),
         ("FlashSelfAttention(window_size=(8, 0))", "PRT110", "window_size"),
         ("flash_attn_varlen_func(q, k, v, cu, cu, 8, 8)", "PRT103", "variable-length"),
@@ -391,7 +391,7 @@ def test_flagged_not_rewritten(call: str, code: str, reason: str) -> None:
 
 
 def test_v1_flash_attn_func_is_flagged() -> None:
-    """Trap 15: the v1 function of the same name is a different API."""
+    """The v1 function of the same name is a different API."""
     src = ("from flash_attn.flash_attn_interface import flash_attn_func\n\n\n"
            "def attn(qkv, cu, m):\n    return flash_attn_func(qkv, cu, 0.0, m, causal=True)\n")
     assert [f.code for f in findings(src, family="attention")] == ["PRT105"]
@@ -470,7 +470,7 @@ def test_xformers_basic_fixture_runs_like_the_original() -> None:
 
 @pytest.mark.parametrize(("hq", "hk", "sq", "sk"), [(6, 2, 3, 5), (4, 4, 4, 4), (3, 1, 1, 6)])
 def test_gqa_by_repeat_interleave_for_old_torch_pins(hq, hk, sq, sk) -> None:
-    """Trap 10 with a torch < 2.5 pin: KV heads are repeated consecutively (h // group), not tiled."""
+    """GQA with a torch < 2.5 pin: KV heads are repeated consecutively (h // group), not tiled."""
     src = _FA.format("flash_attn_func(q, k, v)")
     out = port(src, {"torch": "==2.4.0"})
     assert "repeat_interleave(q.shape[2] // k.shape[2], dim=1)" in out and "enable_gqa" not in out
@@ -503,7 +503,7 @@ def test_flash_modules_fixture_parity(training: bool) -> None:
 
 
 def test_module_dropout_is_gated_on_training() -> None:
-    """Trap 9: the modules apply dropout only in training; a port that always applies it is caught."""
+    """The modules apply dropout only in training; a port that always applies it is caught."""
     orig, new = _module("flash_modules", "in", "v2.1+"), _module("flash_modules", "out", "v2.1+")
     src = (_FIXTURES / "flash_modules.out.py").read_text()
     naive_src = src.replace("dropout_p=self.drop.p if self.training else 0.0", "dropout_p=self.drop.p")

@@ -77,7 +77,8 @@ def test_audit_is_read_only_and_exit_zero(tmp_path: Path) -> None:
 
 
 def _sarif_errors(doc: dict) -> list[str]:
-    """The properties GitHub code scanning marks required (see spec/anchors-cli.md §6)."""
+    """The properties GitHub code scanning requires of an upload (SARIF 2.1.0 with its ``$schema``,
+    a driver name, and for each result a rule id, a message and a physical location)."""
     errs = []
     if doc.get("version") != "2.1.0" or not doc.get("$schema"):
         errs.append("version/$schema")

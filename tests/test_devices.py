@@ -318,3 +318,93 @@ def test_allow_tf32_is_kept_because_the_precision_api_is_not_equivalent() -> Non
     legacy, modern, cuda_flag = out.stdout.split()
     assert cuda_flag == "True"  # both spellings set the CUDA/ROCm flag...
     assert legacy != modern  # ...but only one of them changes CPU matmul precision
+
+
+# -- the stdlib-ast tier ---------------------------------------------------------------------------
+def test_family_runs_on_the_ast_tier_without_libcst(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Detection needs no LibCST parse: a file with report-only findings never builds a LibCST tree."""
+    import libcst
+
+    assert devices.FAMILY.python is None and devices.FAMILY.python_ast is devices.DevicesVisitor
+
+    def no_libcst(*_a: object, **_k: object) -> object:
+        raise AssertionError("LibCST parsed")
+
+    monkeypatch.setattr(libcst, "parse_module", no_libcst)
+    source = ("import torch\n\nif torch.version.cuda:\n    v = float(torch.version.cuda)\n"
+              "torch.backends.cudnn.benchmark = True\nok = torch.cuda.get_device_capability()[0] >= 8\n")
+    assert [f.code for f in findings(source, family="devices")] == ["PRT702", "PRT713", "PRT700"]
+
+
+def _gates(source: str) -> list[tuple[int, str, str | None]]:
+    return [(f.line, f.data["gate"], f.data["feature"]) for f in findings(source, family="devices")
+            if f.code == "PRT700"]
+
+
+def test_gate_text_keeps_its_own_parentheses_not_a_calls() -> None:
+    """The gate is shown as written, with the parentheses around it (its range excludes them);
+    the parentheses of a call or class header around it are not the gate's, those after a
+    keyword are."""
+    source = ("import torch\nfrom torch.cuda import get_device_capability as cap\n"
+              "a = ((cap()[0] >= 8))\n"
+              "b = bool(cap()[0] >= 8)\n"
+              "c = print((cap()[0] >= 8))\n"
+              "if(cap()[0] >= 8):\n    pass\n"
+              "d = (  # a comment inside\n    cap()[0] >= 8\n)\n")
+    assert _gates(source) == [
+        (3, "((cap()[0] >= 8))", None), (4, "cap()[0] >= 8", None), (5, "(cap()[0] >= 8)", None),
+        (6, "(cap()[0] >= 8)", None), (9, "(  # a comment inside\n    cap()[0] >= 8\n)", None)]
+    found = [f for f in findings(source, family="devices") if f.line == 3]
+    assert (found[0].column, found[0].end_column) == (7, 20)  # the comparison itself
+
+
+def test_multiline_gate_and_arguments_drop_the_statement_indentation() -> None:
+    """A gate over several lines reads like LibCST prints it: continuation lines lose the
+    enclosing statement's indentation (string contents and backslash continuations keep it),
+    and the rewrite carries the capability call's arguments as written."""
+    source = ("import torch\n\n\ndef f(dev):\n    if True:\n"
+              "        use_bf16 = (torch.cuda.get_device_capability(\n            dev,\n        )[0]\n"
+              "                    >= 8)\n"
+              "        tf32 = torch.cuda.get_device_capability()[0] \\\n            >= 8\n"
+              "    return use_bf16, tf32\n")
+    assert _gates(source) == [
+        (6, "(torch.cuda.get_device_capability(\n    dev,\n)[0]\n            >= 8)", "bf16"),
+        (10, "torch.cuda.get_device_capability()[0] \\\n            >= 8", "tf32")]
+    out = fixed(source, family="devices")
+    assert "use_bf16 = (porter_device.supports_bf16(dev,\n))\n" in out
+    assert "tf32 = porter_device.supports_tf32()\n" in out
+
+
+def test_intent_read_from_the_block_and_its_trailing_comments() -> None:
+    """An `if` gate's feature comes from its block: the header comment, the statements and the
+    comment lines after them indented at the block's level (not a comment that belongs to the
+    code after the block)."""
+    source = ("import torch\nfrom torch.cuda import get_device_capability as cap\n"
+              "if cap()[0] >= 8:\n    x = 1\n    # bf16 path\ny = 2\n"
+              "if cap()[0] >= 8:\n    x = 1\n# tf32 note for what follows\ny = 2\n"
+              "if cap()[0] >= 8:  # tf32 matmuls\n    x = 1\n"
+              "if cap()[0] >= 8: x = 1  # bf16\n# fp8 below\n")
+    assert [(line, feature) for line, _gate, feature in _gates(source)] == [
+        (3, "bf16"), (7, None), (11, "tf32"), (13, "bf16")]
+
+
+def test_cuda_version_guards_follow_branches_and_and_or_chains() -> None:
+    """A ROCm/HIP test or a test of torch.version.cuda before it in the same `and`/`or` chain,
+    or the `if`/conditional expression branch, makes a torch.version.cuda use deliberate."""
+    source = ("import torch\n"
+              "a = torch.version.hip or float(torch.version.cuda) > 11\n"
+              "b = x or float(torch.version.cuda) > 11\n"
+              "c = float(torch.version.cuda) if ok else 0.0\n"
+              "e = float(torch.version.cuda) if torch.version.hip is None else 0.0\n"
+              "if torch.version.hip:\n    @skip(float(torch.version.cuda) > 11)\n    def f(): pass\n"
+              "if torch.version.cuda:\n    d = 1\nelif torch.version.hip:\n    d = 2\n")
+    assert [(f.code, f.line) for f in findings(source, family="devices")] == [("PRT702", 3), ("PRT702", 4)]
+
+
+def test_name_checks_take_single_string_literals_only() -> None:
+    source = ("import torch\nname = torch.cuda.get_device_name()\n"
+              "if \"nvidia\" in name.lower(): pass\n"
+              "if \"nvi\" \"dia\" in name: pass\n"
+              "if b\"nvidia\" in name: pass\n")
+    found = findings(source, family="devices")
+    assert [(f.code, f.line, f.fix) for f in found] == [("PRT701", 3, Applicability.UNSAFE)]

@@ -241,8 +241,8 @@ LOCK_IN = {
 }
 
 
-# Literals that look like warp sizes but are not (spec/cuda-warp-size.md, "False-positive traps"):
-# the warp-size family must report nothing on the lines holding these fragments.
+# Literals that look like warp sizes but are not (a 32 outside a warp context: the decision rule in
+# codemods/_warp_analysis.py): the warp-size family must report nothing on the lines holding these fragments.
 WARP_LOOK_ALIKES = {
     "kernels/fused_softmax.cuh": [
         "#define TILE_DIM 32",  # transpose tile edge

@@ -1,5 +1,5 @@
 """The fp8 family: parity of the Transformer Engine rewrites against pure-torch references of TE's
-documented math (tests/reference/te_ref.py), trap 25 negative tests, autocast handling.
+documented math (tests/reference/te_ref.py), negative tests of the initialisation, autocast handling.
 
 The ORIGINAL snippet runs with the references standing in for ``transformer_engine.pytorch``; the
 rewritten one with real torch. The rewritten code keeps TE's ``device="cuda"``; the tests check

@@ -1,4 +1,4 @@
-"""The quantization family: strategy option, traps 5/21/22/30, defaults written out, coverage.
+"""The quantization family: strategy option, decoupled decay, 4-bit defaults, transformers v5 kwargs, removed APIs, defaults written out, coverage.
 
 Parity of the rewrites against pure-torch references of bitsandbytes is in
 tests/test_quantization_parity.py.
@@ -84,7 +84,7 @@ def test_strategy_reports_the_repo_pin() -> None:
     assert "the repo pins bitsandbytes==0.41.1" in found[0].message
 
 
-# -- trap 5: hidden decoupled decay ------------------------------------------------------------
+# -- hidden decoupled decay ---------------------------------------------------------------------
 def test_trap5_bnb_adam_with_decay_becomes_adamw_never_coupled() -> None:
     src = "import bitsandbytes as bnb\nopt = bnb.optim.Adam(params, lr=1e-3, weight_decay=0.1)\n"
     out = fixed(src, family=FAMILY, unsafe=True)
@@ -103,7 +103,7 @@ def test_trap5_decay_is_unsafe_and_zero_decay_is_safe() -> None:
     assert plain[0].fix == Applicability.SAFE
 
 
-# -- trap 21: 4-bit defaults -----------------------------------------------------------------------
+# -- 4-bit defaults --------------------------------------------------------------------------------
 def test_trap21_default_4bit_quant_type_is_fp4() -> None:
     src = ("import bitsandbytes as bnb\nfrom transformers import BitsAndBytesConfig\n"
            "a = bnb.nn.Linear4bit(8, 8)\nb = BitsAndBytesConfig(load_in_4bit=True)\n")
@@ -121,7 +121,7 @@ def test_trap21_no_4bit_config_is_ever_rewritten() -> None:
     assert fixed(src, family=FAMILY, unsafe=True) == src
 
 
-# -- trap 22: transformers v5 kwargs ---------------------------------------------------------------
+# -- transformers v5 kwargs ------------------------------------------------------------------------
 _REMOVED = re.compile(r"\bload_in_(?:8|4)bit\s*=\s*True")
 
 
@@ -167,7 +167,7 @@ def test_hf_8bit_config_maps_skip_modules_and_drops_threshold_only_with_message(
     assert "BitsAndBytesConfig" not in out  # the import became unused and was removed
 
 
-# -- trap 30: never emit removed APIs ----------------------------------------------------------------
+# -- never emit removed APIs -------------------------------------------------------------------------
 _REMOVED_APIS = re.compile(r"low_bit_optim|\bint8_weight_only\(|\bint4_weight_only\(|fp8_autocast")
 
 

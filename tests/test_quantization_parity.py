@@ -1,8 +1,8 @@
 """Parity of the quantization rewrites against pure-torch references of bitsandbytes (CPU).
 
 The ORIGINAL snippet runs with tests/reference/quant_ref.py standing in for ``bitsandbytes``; the
-snippet porter rewrote runs with real torch / torchao. Negative tests build the naive rewrites of
-spec §9 by hand and check that the same comparison rejects them.
+snippet porter rewrote runs with real torch / torchao. Negative tests build the naive rewrites (the
+plausible one-to-one swaps that are wrong) by hand and check that the same comparison rejects them.
 """
 
 from __future__ import annotations

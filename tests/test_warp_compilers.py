@@ -1,4 +1,4 @@
-"""Compiler verification of the warp-size patch (spec/cuda-warp-size.md) on tests/kernels/.
+"""Compiler verification of the warp-size patch (the warp_size family, PRT501-PRT520) on tests/kernels/.
 
 (a) the original kernels compile with ``nvcc -arch=sm_80 -c``; (b) the warp-patched kernels still
 compile with nvcc; (c) the patched-then-HIPified kernels (torch.utils.hipify) compile with

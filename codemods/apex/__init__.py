@@ -31,6 +31,7 @@ Design decisions:
 
 from __future__ import annotations
 
+from porter.config import Option
 from porter.findings import Applicability, Category
 from porter.framework import Family, rule
 
@@ -232,4 +233,9 @@ FAMILY = Family(
     "defaults, autocast output dtypes, cross-entropy reduction, gradient summing) fail them.",
     review="FusedAdam rewrites with fp16/bf16 parameters (moment precision), output dtypes of norms under "
     "autocast, apex optimizer checkpoints, and every amp site (manual port).",
+    options=(
+        Option("fused", "bool", True, "The torch optimizers that replace apex's fused ones get `fused=True`."),
+        Option("assume-fp32-params", "bool", False, "The project trains fp32 parameters: the FusedAdam rewrite "
+               "is SAFE (unless the file casts to half/bfloat16)."),
+    ),
 )

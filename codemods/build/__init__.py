@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from porter.config import Option
 from porter.findings import Applicability, Category, Severity
 from porter.framework import Family, rule
 
@@ -110,4 +111,8 @@ FAMILY = Family(
     "list; the rewritten setup.py parses; flags already under a hip/ROCm gate are left alone.",
     review="Set PYTORCH_ROCM_ARCH for the target GPUs; re-check fast-math-sensitive kernels; rebuild the "
     "container from the ROCm image and run it with the device flags.",
+    options=(
+        Option("rocm-image", "string", DEFAULT_IMAGE, "The container image that replaces NVIDIA's PyTorch "
+               "image."),
+    ),
 )

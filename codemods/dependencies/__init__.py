@@ -20,7 +20,8 @@ byte-identical. Requirement text is parsed with :mod:`packaging`.
 
 from __future__ import annotations
 
-from porter.codemods._deps_catalog import DEFAULT_TORCHAO
+from porter.codemods._deps_catalog import DEFAULT_ROCM_VERSION, DEFAULT_TORCHAO
+from porter.config import Option
 from porter.findings import Applicability, Category, Severity
 from porter.framework import Family, rule
 
@@ -163,4 +164,9 @@ FAMILY = Family(
     "byte-identical, and drops depend on the import facts of the run.",
     review="Check that the pinned torch version is published for the chosen ROCm version, and that nothing "
     "loads a dropped package dynamically.",
+    options=(
+        Option("rocm-version", "string", "", "The ROCm wheel index (e.g. 6.3; default: the newest one that "
+               f"carries target-torch, else {DEFAULT_ROCM_VERSION})."),
+        Option("torchao-requirement", "string", DEFAULT_TORCHAO, "The torchao requirement porter adds."),
+    ),
 )

@@ -3,16 +3,16 @@
 Quantization is never exact across libraries. What porter does:
 
 - 32-bit bnb Adam/AdamW (any paging) → ``torch.optim.Adam``/``AdamW`` with bnb's *decoupled* decay
-  kept (trap 5) and every hyperparameter written out: SAFE with zero weight decay when nothing in
+  kept and every hyperparameter written out: SAFE with zero weight decay when nothing in
   the file hints at fp16/bf16 parameters (bnb keeps fp32 state for them); with decay UNSAFE, since
   bnb's GPU kernel decays after the update and torch before it (a difference of lr*wd*update).
 - 8-bit bnb Adam/AdamW → ``torchao.optim.AdamW8bit`` (UNSAFE: a different 8-bit implementation).
 - ``Linear8bitLt`` training fp16 weights → ``torch.nn.Linear`` (UNSAFE: full-precision matmul).
 - ``bnb.nn.Embedding`` → ``torch.nn.Embedding`` plus bnb's xavier init (UNSAFE: see PRT413).
-- transformers v5 removed ``from_pretrained(load_in_8bit=/load_in_4bit=)`` (trap 22): rewritten to
+- transformers v5 removed ``from_pretrained(load_in_8bit=/load_in_4bit=)``: rewritten to
   ``quantization_config=BitsAndBytesConfig(...)`` (SAFE, stays on bnb).
 - ``BitsAndBytesConfig(load_in_8bit=True)`` → ``TorchAoConfig(quant_type=Int8WeightOnlyConfig())``
-  (UNSAFE); 4-bit configs are flagged with the quant type they really use (default fp4, trap 21).
+  (UNSAFE); 4-bit configs are flagged with the quant type they really use (default fp4).
 - everything else is flagged with the blocking argument.
 
 ``[tool.porter.quantization] strategy = "bitsandbytes-rocm"`` keeps the Python code on
@@ -21,6 +21,7 @@ bitsandbytes (ROCm-capable from 0.50) and turns the torchao rewrites into pin ad
 
 from __future__ import annotations
 
+from porter.config import Option
 from porter.findings import Applicability, Category, Severity
 from porter.framework import Family, rule
 
@@ -72,7 +73,7 @@ TORCHAO_STRING_TYPES = {
     "float8_weight_only": "Float8WeightOnlyConfig()",
     "float8_dynamic_activation_float8_weight": "Float8DynamicActivationFloat8WeightConfig()",
 }
-REMOVED_FACTORIES = {  # torchao snake_case factories removed before 0.18 (trap 30)
+REMOVED_FACTORIES = {  # torchao snake_case factories removed before 0.18
     "int8_weight_only": "Int8WeightOnlyConfig",
     "int4_weight_only": "Int4WeightOnlyConfig",
     "int8_dynamic_activation_int8_weight": "Int8DynamicActivationInt8WeightConfig",
@@ -144,7 +145,7 @@ RULES = (
     rule("PRT411", "bnb-linear-4bit", NAME,
          "`bnb.nn.Linear4bit`/`LinearNF4`/`LinearFP4`: 4-bit weights with no exact torchao equivalent.",
          Category.REPLACE, effort_hours=2.0,
-         explanation="The default `quant_type` of `Linear4bit` is **fp4**, not nf4 (trap 21). fp4 has no "
+         explanation="The default `quant_type` of `Linear4bit` is **fp4**, not nf4. fp4 has no "
          "torchao format; nf4 exists as torchao `to_nf4(weight, block_size=64, scaler_block_size=256)` "
          "(an independent implementation, approximate) but not as a drop-in module. "
          "`Int4WeightOnlyConfig` is a different integer quantizer (group 128) and has no CPU kernel. "
@@ -157,7 +158,7 @@ RULES = (
          "`bnb.nn.Embedding` → `torch.nn.Embedding` with bnb's xavier-uniform initialisation.",
          Category.REPLACE, fix=Applicability.UNSAFE, effort_hours=0.25,
          explanation="The forward is `torch.nn.Embedding`'s. bnb initialises the weight with "
-         "`xavier_uniform_` (then zeroes `padding_idx`) instead of N(0, 1) (trap 25), so porter writes "
+         "`xavier_uniform_` (then zeroes `padding_idx`) instead of N(0, 1), so porter writes "
          "that initialisation out after the assignment. The fix is unsafe because bnb.nn.Embedding "
          "also forces 32-bit optimizer state for its weight in bnb 8-bit optimizers, which a remaining "
          "8-bit optimizer would no longer honour, and because the initial values come from a different "
@@ -170,7 +171,7 @@ RULES = (
     rule("PRT420", "hf-load-in-kbit", NAME,
          "`from_pretrained(load_in_8bit=True / load_in_4bit=True)`: removed in transformers v5.",
          Category.SHIM, fix=Applicability.SAFE, effort_hours=0.25,
-         explanation="transformers v5 dropped the kwargs (PR #41287, trap 22). porter moves them, and the "
+         explanation="transformers v5 dropped the kwargs (PR #41287). porter moves them, and the "
          "bnb options passed beside them, into `quantization_config=BitsAndBytesConfig(...)`: the same "
          "quantization, still on bitsandbytes (exact). `=False` is never reported. Non-literal values, "
          "an existing `quantization_config` or `**kwargs` are reported without a fix; calls other than "
@@ -263,4 +264,8 @@ FAMILY = Family(
     "negative tests for traps 5, 21, 22 and 30.",
     review="8-bit/4-bit quantization never matches across libraries: re-evaluate model quality after an "
     "unsafe fix; optimizer and quantized-model checkpoints are not interchangeable.",
+    options=(
+        Option("strategy", "string", "torchao", "`bitsandbytes-rocm` keeps the code on bitsandbytes and turns "
+               "the torchao rewrites into pin advice.", choices=STRATEGIES),
+    ),
 )

@@ -22,6 +22,7 @@ Option ``header-dir``: where ``porter_warp.h`` is created (default: next to each
 
 from __future__ import annotations
 
+from porter.config import Option
 from porter.findings import Applicability, Category, Severity
 from porter.framework import Family, rule
 
@@ -166,4 +167,10 @@ FAMILY = Family(
     review="Findings without a fix (host geometry, PTX, MMA fragments, divergent collectives, deprecated "
     "wavefront macros) need manual work. Kernels run at half wavefront occupancy per logical warp on CDNA: "
     "consider the physical strategy for hot kernels.",
+    options=(
+        Option("strategy", "string", "logical", "`logical`: a warp stays 32 lanes (SAFE fixes); `physical`: "
+               "kernels become generic over the hardware wavefront (UNSAFE).", choices=("logical", "physical")),
+        Option("header-dir", "string", "", "Where porter_warp.h is created (default: next to each patched "
+               "file).", path=True),
+    ),
 )

@@ -1,6 +1,6 @@
-"""Pure-torch references of bitsandbytes' documented semantics (spec §4), for the parity suite.
+"""Pure-torch references of bitsandbytes' documented semantics, for the parity suite.
 
-Written from the spec and bnb's documented kernel math, not from bnb's code:
+Written from bnb's documentation and documented kernel math, not from bnb's code:
 
 - the 32-bit Adam kernel (every bnb Adam class, ``"adam"`` optimizer id): fp32 moments whatever the
   parameter dtype, ``u = -lr·√bc2/bc1 · m/(√v + eps·√bc2)``, *decoupled* decay ``p·(1 - lr·wd)``

@@ -1,6 +1,7 @@
-"""Pure-torch references of Transformer Engine's documented module semantics (spec §5, trap 25).
+"""Pure-torch references of Transformer Engine's documented module semantics (including its
+initialisation, which differs from torch.nn's).
 
-Written from TE's documentation and the spec, not from TE's code:
+Written from TE's documentation, not from TE's code:
 
 - ``Linear``: ``y = x @ W.T + b``; weight ~ N(0, 0.023) (TE's default ``init_method``) or the given
   ``init_method(weight)``, bias zero; parameters ``weight``/``bias``; allocated on ``device``

@@ -1,0 +1,81 @@
+"""The house's structure: finding lookups, the finding record and "actionable" have one home each."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from porter import registry
+from porter.findings import Applicability, Category, Finding, Severity
+
+
+def test_estimate_and_engine_do_not_import_the_renderers() -> None:
+    # the lookups live in the registry: the estimator, the engine and the runner need no reporter
+    code = ("import sys, porter.estimate, porter.engine, porter.runner, porter.audit_report; "
+            "print('porter.reporters' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_finding_record_round_trips() -> None:
+    f = Finding(code="PRT011", message="m", path="a/b.py", line=3, column=5, end_line=4, end_column=2,
+                fix=Applicability.UNSAFE, fix_title="t", category=Category.SHIM, severity=Severity.INFO,
+                effort_hours=0.5, data={"package": "apex"})
+    assert Finding.from_dict(f.to_dict()) == f
+    plain = Finding(code="PRT001", message="x")
+    assert Finding.from_dict(plain.to_dict()) == plain
+
+
+@pytest.mark.parametrize("damage", [{"line": "3"}, {"line": True}, {"code": 1}, {"data": [1]},
+                                    {"effort_hours": "1"}, {"fix": "maybe"}])
+def test_finding_record_refuses_a_damaged_entry(damage: dict[str, object]) -> None:
+    d = {**Finding(code="PRT011", message="m").to_dict(), **damage}
+    with pytest.raises((TypeError, ValueError)):
+        Finding.from_dict(d)
+
+
+def test_report_row_resolves_the_rule_values() -> None:
+    from porter.reporters import REPORT_FIELDS, finding_dict
+
+    rule = registry.rules()["PRT001"]
+    row = finding_dict(Finding(code="PRT001", message="m", path="x.py"))
+    assert tuple(row) == REPORT_FIELDS
+    assert (row["name"], row["family"], row["severity"], row["category"]) == (
+        rule.name, rule.family, rule.severity.value, rule.category.value)
+
+
+def test_actionable_is_warning_or_error() -> None:
+    info = next(r for r in registry.rules().values() if r.severity == Severity.INFO)
+    warn = next(r for r in registry.rules().values() if r.severity == Severity.WARNING)
+    assert not registry.is_actionable(Finding(code=info.code, message=""))
+    assert registry.is_actionable(Finding(code=warn.code, message=""))
+    assert not registry.is_actionable(Finding(code=warn.code, message="", severity=Severity.INFO))
+    assert registry.is_actionable(Finding(code="PRT999", message=""))  # no such rule: an error
+
+
+def test_migrate_does_not_import_the_cli() -> None:
+    code = "import sys, porter.migrate; print('porter.cli' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_cli_starts_without_the_rules() -> None:
+    # the format table is importable without the renderers (and so without LibCST and the families)
+    code = "import sys, porter.cli; print(sorted(m for m in ('libcst', 'porter.reporters', 'porter.registry') " \
+           "if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_one_format_table_serves_audit_and_check() -> None:
+    from porter.cli import audit, check
+    from porter.console import FORMATS, RENDERERS
+
+    def choices(command: object) -> tuple[str, ...]:
+        opt = next(p for p in command.params if p.name == "fmt")  # type: ignore[attr-defined]
+        return tuple(opt.type.choices)
+
+    assert choices(audit) == FORMATS and set(choices(check)) <= set(FORMATS)
+    assert set(FORMATS) - set(RENDERERS) == {"text"}

@@ -55,6 +55,10 @@ QUANT_ADMITTED = {
     # text pre-filter, the backslash sends the gate to the Constants)
     "escaped optimizer name": ("# bitsandbytes-backed optimizers\nargs = TrainingArguments(optim='paged_adamw\\x5f8bit')\n",
                                "PRT425"),
+    # implicit concatenations: the raw text never spells the word, literal() reads the whole
+    "concatenated kwargs key": ("# bitsandbytes\ndef load():\n    kwargs = {}\n    kwargs['load_in_' '8bit'] = True\n"
+                                "    return AutoModel.from_pretrained('x', **kwargs)\n", "PRT424"),
+    "concatenated bnb prefix": ("# weight_only\nok = name.startswith('bn' 'b.')\n", "PRT426"),
     "class named by a string": ("OPTIMS = {'adam8': 'bitsandbytes.optim.Adam8bit'}  # weight_only\n", "PRT426"),
     "dispatch on a bnb prefix": ("# weight_only\nif name.startswith('bnb.'):\n    pass\n", "PRT426"),
     "peft preparation": ("from peft import prepare_model_for_kbit_training\nprepare_model_for_kbit_training(m)\n",
@@ -101,6 +105,9 @@ def test_quantization_gate_rejects_without_parsing_libcst(case: str, cst_parses:
 TELEMETRY_ADMITTED = {
     "pynvml import": ("import pynvml\npynvml.nvmlInit()\nn = pynvml.nvmlDeviceGetCount()\n", "PRT731"),
     "nvidia-smi in a subprocess": ("import subprocess\nsubprocess.run(['nvidia-smi', '-L'])\n", "PRT740"),
+    # LibCST reads an f-string's text without its replacement fields: "nvidia-smi"
+    "nvidia-smi split by an f-string field": ("import subprocess  # nvtx\nsubprocess.run(f'nvidia-{x}smi', shell=True)\n",
+                                              "PRT740"),
     "nvidia-smi escaped": ("import os\nos.system('nvidia\\x2dsmi')  # nvtx\n", "PRT740"),
     # the import index does not look into `match` cases; the ast visitor notes the star import
     "pynvml star import in a match case": ("match x:\n    case 1:\n        from pynvml import *\n", "PRT739"),

@@ -273,8 +273,8 @@ RULES = (
 #      value of HF_BNB_OPTIMS (PRT425), a dotted path "bitsandbytes.X" (PRT426) or a `.startswith()`
 #      argument equal to "bitsandbytes"/"bitsandbytes."/"bnb"/"bnb." (PRT426). ``ast`` folds the parts
 #      into one Constant whose value contains each part's value, so some str Constant contains one of
-#      these words or equals "bnb"/"bnb.". An escape (``"\x62nb"``) can hide the word from the raw
-#      text but needs a backslash, so the Constants are read only when the text has a word or a backslash.
+#      these words or equals "bnb"/"bnb.". The raw text proves nothing here: an escape (``"\x62nb"``)
+#      or a concatenation (``"load_in_" "8bit"``, read whole by ``literal()``) hides the word.
 _KBIT_WORDS = ("load_in_8bit", "load_in_4bit", "low_bit_optim")
 _IMPORT_WORDS = {
     "bitsandbytes": ("bitsandbytes",),
@@ -295,9 +295,7 @@ def python_gate(ctx: PyContext) -> bool:
     roots = {root for root, words in _IMPORT_WORDS.items() if root in text and any(w in text for w in words)}
     if roots and any(b.target.split(".", 1)[0] in roots for b in ctx.ast_imports.statements):  # 1
         return True
-    if "\\" not in text and "bnb" not in text and _LITERAL_WORDS.search(text) is None:
-        return False  # 4 is impossible: no literal can hold the words
-    for node in ast.walk(ctx.tree):
+    for node in ast.walk(ctx.tree):  # 4
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
                 node.value in _BNB_PREFIXES or _LITERAL_WORDS.search(node.value) is not None):
             return True

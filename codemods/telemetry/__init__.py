@@ -112,10 +112,11 @@ GATE_FACTS = "telemetry.markers"  # ctx.cache key of the ast visitor that gather
 #     ``from pynvml import *`` (PRT739) is such a binding too, and is also noted by the ast visitor
 #     wherever it sits (the index does not look into `match` cases);
 #   - PRT740: a call resolving to one of SUBPROCESS whose first argument's strings (literal parts,
-#     f-string text, list elements, nested call arguments) hold "nvidia-smi" (both patterns need the
-#     word); each such string is a str Constant of ``ast`` containing it (``ast`` folds concatenated
-#     parts into one Constant), so "an argument of a SUBPROCESS call holds such a Constant" is
-#     necessary; the ast visitor notes it while resolving the call.
+#     f-string text without its replacement fields, list elements, nested call arguments) hold
+#     "nvidia-smi" (both of its patterns need the word). A literal part lies inside one str Constant
+#     of ``ast`` (which folds concatenated parts), an f-string's text is its JoinedStr's Constant
+#     pieces joined, so "an argument of a SUBPROCESS call holds such a string" is necessary; the ast
+#     visitor notes it while resolving the call (``markers._names_smi``).
 # No other site reports, so the gate is exact: when it fails, the LibCST visitor reports nothing.
 def python_gate(ctx: PyContext) -> bool:
     """Whether ``TelemetryVisitor`` can report anything on this file (see the derivation above)."""

@@ -44,11 +44,8 @@ class TelemetryMarkers(AstVisitor):
         if not qual:
             return
         if qual in SUBPROCESS:
-            # the LibCST rule reads the strings of the first argument; any argument holding a str
-            # Constant with "nvidia-smi" (ast folds concatenated parts into one) is a superset
-            if not self.smi_call and any(
-                    isinstance(n, ast.Constant) and isinstance(n.value, str) and "nvidia-smi" in n.value
-                    for arg in (*node.args, *node.keywords) for n in ast.walk(arg)):
+            if not self.smi_call and any(_names_smi(n) for arg in (*node.args, *node.keywords)
+                                         for n in ast.walk(arg)):
                 self.smi_call = True
         elif qual.startswith("torch.cuda.nvtx."):
             self.report(node, "PRT745", f"{qual} kept: ROCm builds map NVTX to roctx, so the marker reaches "
@@ -56,3 +53,18 @@ class TelemetryMarkers(AstVisitor):
         elif qual.startswith("nvtx.") and not qual.startswith("nvtx.nvtx"):
             self.report(node, "PRT746", f"{qual} from the nvtx package reaches Nsight only; use "
                         "torch.cuda.nvtx.range (roctx on ROCm) or torch.profiler.record_function", fix=NONE)
+
+
+def _names_smi(node: ast.AST) -> bool:
+    """A string that may give the LibCST rule an "nvidia-smi" to match.
+
+    That rule reads each literal part (``ast`` folds the parts into one Constant containing each)
+    and the text of an f-string with its replacement fields left out (``f"nvidia-{x}smi"`` reads
+    "nvidia-smi"), so the f-string's Constant pieces are joined the same way.
+    """
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and "nvidia-smi" in node.value
+    if isinstance(node, ast.JoinedStr):
+        return "nvidia-smi" in "".join(v.value for v in node.values
+                                       if isinstance(v, ast.Constant) and isinstance(v.value, str))
+    return False

@@ -123,12 +123,15 @@ def python_gate(ctx: PyContext) -> bool:
     if any(b.target == "pynvml" or b.target.startswith("pynvml.") for b in ctx.ast_imports.statements):
         return True
     facts = ctx.cache.get(GATE_FACTS)
-    if facts is None:  # the shared ast walk did not run this family's visitor: run it alone
+    if facts is None:  # the shared ast walk did not complete this family's visitor: run it alone
         from porter.codemods.telemetry.markers import TelemetryMarkers
         from porter.pyast import walk
 
         facts = TelemetryMarkers(ctx)
-        walk(ctx.tree, [facts])
+        try:
+            walk(ctx.tree, [facts])
+        except Exception:  # noqa: BLE001 - no facts: let the LibCST visitor decide
+            return True
     return bool(facts.pynvml_star or facts.smi_call)
 
 

@@ -24,7 +24,9 @@ class TelemetryMarkers(AstVisitor):
         super().__init__(ctx)
         self.pynvml_star = False
         self.smi_call = False
-        self.ctx.cache[GATE_FACTS] = self  # read by the family's python_gate
+
+    def leave_Module(self, node: ast.Module) -> None:
+        self.ctx.cache[GATE_FACTS] = self  # a complete walk's facts, read by the family's python_gate
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:

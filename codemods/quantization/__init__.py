@@ -21,9 +21,16 @@ bitsandbytes (ROCm-capable from 0.50) and turns the torchao rewrites into pin ad
 
 from __future__ import annotations
 
+import ast
+import re
+from typing import TYPE_CHECKING
+
 from porter.config import Option
 from porter.findings import Applicability, Category, Severity
 from porter.framework import Family, rule
+
+if TYPE_CHECKING:
+    from porter.framework import PyContext
 
 NAME = "quantization"
 STRATEGIES = ("torchao", "bitsandbytes-rocm")
@@ -246,6 +253,56 @@ RULES = (
 )
 
 
+# -- the LibCST trigger ------------------------------------------------------------------------
+# ``python_gate`` below is derived from every report site of ``visitor.QuantizationVisitor``; a
+# finding needs at least one of:
+#   1. a Name/Attribute chain resolving through the file's imports to
+#      - ``bitsandbytes.optim.*`` / ``bitsandbytes.nn.*``: constructions (PRT400-403, PRT410-415)
+#        and references as values (``_reference``: aliases, Arg values, base classes);
+#      - ``peft.prepare_model_for_{kbit,int8}_training`` (PRT427);
+#      - ``transformers[.utils.quantization_config].BitsAndBytesConfig`` / ``TorchAoConfig`` (PRT421/422);
+#      - ``torchao.quantization.<removed factory>`` or ``torchao.prototype.low_bit_optim.*`` (PRT423).
+#      A resolved name starts with the root of an import binding's target (module-level rebindings
+#      resolve through imports), so the index holds a binding rooted at that package, whose name the
+#      import statement spells out; and LibCST compares identifiers as written, so the last name of
+#      the chain (or of the import that binds it) is in the text: "bitsandbytes" (import), one of
+#      PEFT_KBIT, "BitsAndBytesConfig"/"TorchAoConfig", a REMOVED_FACTORIES name or "low_bit_optim".
+#   2. ``from torchao.prototype.low_bit_optim import ...`` anywhere (PRT423): "low_bit_optim" in the text.
+#   3. a keyword argument ``load_in_8bit=``/``load_in_4bit=`` (PRT420/PRT424): the identifier in the text.
+#   4. a string literal (each part of an implicit concatenation is read on its own by LibCST, the
+#      whole by ``literal()``): a dict or subscript key "load_in_8bit"/"load_in_4bit" (PRT424), a
+#      value of HF_BNB_OPTIMS (PRT425), a dotted path "bitsandbytes.X" (PRT426) or a `.startswith()`
+#      argument equal to "bitsandbytes"/"bitsandbytes."/"bnb"/"bnb." (PRT426). ``ast`` folds the parts
+#      into one Constant whose value contains each part's value, so some str Constant contains one of
+#      these words or equals "bnb"/"bnb.". The raw text proves nothing here: an escape (``"\x62nb"``)
+#      or a concatenation (``"load_in_" "8bit"``, read whole by ``literal()``) hides the word.
+_KBIT_WORDS = ("load_in_8bit", "load_in_4bit", "low_bit_optim")
+_IMPORT_WORDS = {
+    "bitsandbytes": ("bitsandbytes",),
+    "peft": ("prepare_model_for_kbit_training", "prepare_model_for_int8_training"),
+    "transformers": ("BitsAndBytesConfig", "TorchAoConfig"),
+    "torchao": tuple(REMOVED_FACTORIES),
+}
+_LITERAL_WORDS = re.compile("|".join(re.escape(w) for w in (*HF_BNB_OPTIMS, "bitsandbytes", "load_in_8bit",
+                                                            "load_in_4bit")))
+_BNB_PREFIXES = ("bnb", "bnb.")
+
+
+def python_gate(ctx: PyContext) -> bool:
+    """Whether ``QuantizationVisitor`` can report anything on this file (see the derivation above)."""
+    text = ctx.text
+    if any(w in text for w in _KBIT_WORDS):  # 2, 3 (and 4's "load_in_" keys when written plainly)
+        return True
+    roots = {root for root, words in _IMPORT_WORDS.items() if root in text and any(w in text for w in words)}
+    if roots and any(b.target.split(".", 1)[0] in roots for b in ctx.ast_imports.statements):  # 1
+        return True
+    for node in ast.walk(ctx.tree):  # 4
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                node.value in _BNB_PREFIXES or _LITERAL_WORDS.search(node.value) is not None):
+            return True
+    return False
+
+
 FAMILY = Family(
     name=NAME,
     title="bitsandbytes → torch.optim / torchao, and transformers quantization switches",
@@ -254,6 +311,7 @@ FAMILY = Family(
     tokens=("bitsandbytes", "prepare_model_for_", "load_in_8bit", "load_in_4bit", "BitsAndBytesConfig", "TorchAoConfig",
             "low_bit_optim", "weight_only", "float8_dynamic", "_8bit", "_32bit", "rmsprop_bnb"),
     python="porter.codemods.quantization.visitor:QuantizationVisitor",
+    python_gate="porter.codemods.quantization:python_gate",
     checkers={"yaml": "porter.codemods.quantization.visitor:check_yaml"},
     description="Replaces bitsandbytes' 32-bit Adam optimizers with torch.optim (bnb's decoupled weight "
     "decay preserved), moves transformers' removed `load_in_8bit=`/`load_in_4bit=` kwargs into "

@@ -22,8 +22,13 @@ NVML handles. Each finding then says which use blocked it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from porter.findings import Applicability, Category, Severity
 from porter.framework import Family, rule
+
+if TYPE_CHECKING:
+    from porter.framework import PyContext
 
 NAME = "telemetry"
 SAFE, UNSAFE, NONE = Applicability.SAFE, Applicability.UNSAFE, Applicability.NONE
@@ -91,6 +96,44 @@ RULES = (
          "`torch.cuda.nvtx.range` (mapped to roctx on ROCm) or `torch.profiler.record_function`."),
 )
 
+SUBPROCESS = frozenset({
+    "subprocess.run", "subprocess.call", "subprocess.check_call", "subprocess.check_output",
+    "subprocess.Popen", "subprocess.getoutput", "subprocess.getstatusoutput", "os.system", "os.popen",
+})
+GATE_FACTS = "telemetry.markers"  # ctx.cache key of the ast visitor that gathers the gate's facts
+
+
+# -- the LibCST trigger ------------------------------------------------------------------------
+# PRT745/PRT746 (NVTX markers) only report and live on the ast tier (``markers.TelemetryMarkers``).
+# The LibCST visitor (``visitor.TelemetryVisitor``) keeps the pynvml rewrites and nvidia-smi calls;
+# from each of its report sites:
+#   - PRT730-PRT739 from calls/references: only while ``has_pynvml``, i.e. an import binding whose
+#     target is ``pynvml`` or ``pynvml.*`` (the same ImportIndex records as ``ctx.ast_imports``);
+#     ``from pynvml import *`` (PRT739) is such a binding too, and is also noted by the ast visitor
+#     wherever it sits (the index does not look into `match` cases);
+#   - PRT740: a call resolving to one of SUBPROCESS whose first argument's strings (literal parts,
+#     f-string text without its replacement fields, list elements, nested call arguments) hold
+#     "nvidia-smi" (both of its patterns need the word). A literal part lies inside one str Constant
+#     of ``ast`` (which folds concatenated parts), an f-string's text is its JoinedStr's Constant
+#     pieces joined, so "an argument of a SUBPROCESS call holds such a string" is necessary; the ast
+#     visitor notes it while resolving the call (``markers._names_smi``).
+# No other site reports, so the gate is exact: when it fails, the LibCST visitor reports nothing.
+def python_gate(ctx: PyContext) -> bool:
+    """Whether ``TelemetryVisitor`` can report anything on this file (see the derivation above)."""
+    if any(b.target == "pynvml" or b.target.startswith("pynvml.") for b in ctx.ast_imports.statements):
+        return True
+    facts = ctx.cache.get(GATE_FACTS)
+    if facts is None:  # the shared ast walk did not complete this family's visitor: run it alone
+        from porter.codemods.telemetry.markers import TelemetryMarkers
+        from porter.pyast import walk
+
+        facts = TelemetryMarkers(ctx)
+        try:
+            walk(ctx.tree, [facts])
+        except Exception:  # noqa: BLE001 - no facts: let the LibCST visitor decide
+            return True
+    return bool(facts.pynvml_star or facts.smi_call)
+
 
 FAMILY = Family(
     name=NAME,
@@ -99,6 +142,8 @@ FAMILY = Family(
     rules=RULES,
     tokens=("pynvml", "nvidia-smi", "nvtx"),
     python="porter.codemods.telemetry.visitor:TelemetryVisitor",
+    python_ast="porter.codemods.telemetry.markers:TelemetryMarkers",
+    python_gate="porter.codemods.telemetry:python_gate",
     description="Replaces pynvml calls with PyTorch's own telemetry helpers, which read NVML on NVIDIA and "
     "amdsmi on AMD, and removes `nvmlInit`/`nvmlShutdown` and the pynvml import once unused. Power goes "
     "through `porter_device.power_draw_mw` (torch reports W on ROCm, mW on NVIDIA).",

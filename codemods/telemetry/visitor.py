@@ -1,4 +1,4 @@
-"""GPU telemetry: pynvml calls, nvidia-smi parsing, NVTX markers.
+"""GPU telemetry: pynvml calls and nvidia-smi parsing (NVTX markers: ``markers.py``, on the ast tier).
 
 pynvml (nvidia-ml-py) only talks to NVIDIA's driver. PyTorch's own telemetry helpers
 (``torch.cuda.mem_get_info``, ``utilization``, ``memory_usage``, ``power_draw``,
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from porter.codemods.devices import DeviceModule, device_module
-from porter.codemods.telemetry import _VIS, NAME, NONE, SAFE, UNSAFE
+from porter.codemods.telemetry import _VIS, NAME, NONE, SAFE, SUBPROCESS, UNSAFE
 from porter.findings import Applicability
 from porter.framework import PyContext, PyVisitor
 from porter.pyimports import dotted
@@ -115,10 +115,6 @@ class TelemetryVisitor(PyVisitor):
     # -- bookkeeping ----------------------------------------------------------------------
     def visit_Import(self, node: cst.Import) -> None:
         self._in_import += 1
-        for alias in node.names:
-            if dotted(alias.name) == "nvtx":
-                self.report(alias, "PRT746", "import of the nvtx package: NVTX markers reach Nsight only; use "
-                            "torch.cuda.nvtx (roctx on ROCm) or torch.profiler.record_function", fix=NONE)
 
     def leave_Import(self, original_node: cst.Import) -> None:
         self._in_import -= 1
@@ -130,9 +126,6 @@ class TelemetryVisitor(PyVisitor):
             self.report(node, "PRT739", "`from pynvml import *`: porter cannot tell which names come from "
                         "pynvml, so no call in this file is rewritten; import the names explicitly (or "
                         "`import pynvml`) and run porter again", fix=NONE)
-        if node.module is not None and not node.relative and dotted(node.module) == "nvtx":
-            self.report(node, "PRT746", "import of the nvtx package: NVTX markers reach Nsight only; use "
-                        "torch.cuda.nvtx (roctx on ROCm) or torch.profiler.record_function", fix=NONE)
 
     def leave_ImportFrom(self, original_node: cst.ImportFrom) -> None:
         self._in_import -= 1
@@ -238,14 +231,8 @@ class TelemetryVisitor(PyVisitor):
         qual = self.qualname(func)
         if self.has_pynvml and _pynvml_fn(qual) is not None:
             self.s.calls.append(node)
-        elif qual in _SUBPROCESS:
+        elif qual in SUBPROCESS:
             self._subprocess(node, qual or "")
-        elif qual and qual.startswith("torch.cuda.nvtx."):
-            self.report(node, "PRT745", f"{qual} kept: ROCm builds map NVTX to roctx, so the marker reaches "
-                        "rocprof (torch.profiler.record_function is the vendor-neutral alternative)", fix=NONE)
-        elif qual and qual.startswith("nvtx.") and not qual.startswith("nvtx.nvtx"):
-            self.report(node, "PRT746", f"{qual} from the nvtx package reaches Nsight only; use "
-                        "torch.cuda.nvtx.range (roctx on ROCm) or torch.profiler.record_function", fix=NONE)
 
     # -- nvidia-smi ---------------------------------------------------------------------------
     def _subprocess(self, node: cst.Call, qual: str) -> None:
@@ -563,10 +550,6 @@ def _strings(node: cst.CSTNode) -> list[str]:
 _SMI_CMD = re.compile(r"(?:^|[;&|(]\s*|\bsudo\s+)\s*(?:\S*/)?nvidia-smi(?=\s|$|[;&|)])")
 _SMI_LIST = re.compile(r"(?:\S*/)?nvidia-smi")
 _MASK = re.compile(r"\b(CUDA|HIP|ROCR)_VISIBLE_DEVICES\b")
-_SUBPROCESS = {
-    "subprocess.run", "subprocess.call", "subprocess.check_call", "subprocess.check_output",
-    "subprocess.Popen", "subprocess.getoutput", "subprocess.getstatusoutput", "os.system", "os.popen",
-}
 _SMI_FIELDS = {
     "memory.used": "torch.cuda.device_memory_used(i) (bytes)",
     "memory.total": "torch.cuda.mem_get_info(i)[1] (bytes)",

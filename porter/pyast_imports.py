@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
-from .pyimports import _GATE_EXCEPTIONS, BaseImportIndex, Binding, Fallback, Gate, Rebind
+from .importindex import _GATE_EXCEPTIONS, BaseImportIndex, Binding, Fallback, Gate, Rebind
 
 __all__ = ["AstImportIndex", "ast_dotted"]
 

@@ -1,0 +1,277 @@
+"""What an import index records and every query on it, whatever the tree kind (no parser imported).
+
+porter resolves names through the module's own import statements (``import a.b as c``,
+``from a.b import x as y``) instead of a scope analysis: an order of magnitude cheaper and
+enough for library APIs, which are reached through imports. Local shadowing of an imported name
+is not modelled. :class:`porter.pyimports.ImportIndex` fills these records from a LibCST module,
+:class:`porter.pyast_imports.AstImportIndex` from a stdlib ``ast`` module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Union
+
+if TYPE_CHECKING:
+    import ast
+
+    import libcst as cst
+
+# Submodules that importing their package loads (checked against torch 2.13's import side
+# effects), so `torch.nn.functional.x` works after a plain `import torch`.
+_LOADED_BY_PARENT = frozenset({
+    "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.nn.parallel", "torch.nn.utils",
+    "torch.nn.attention", "torch.optim", "torch.amp", "torch.cuda", "torch.cuda.amp", "torch.cuda.nvtx",
+    "torch.backends", "torch.backends.cuda", "torch.backends.cudnn", "torch.version", "torch.distributed",
+    "torch.utils", "torch.utils.data", "torch.utils.checkpoint", "torch.autograd", "torch.testing",
+})
+
+
+# the node kinds of either tree: an availability gate (ast.TryStar too on Python 3.11+), any node
+Gate = Union["cst.Try", "cst.TryStar", "cst.If", "ast.Try", "ast.If"]
+Node = Union["cst.CSTNode", "ast.AST"]
+
+
+# by class name, which LibCST and ast share: no parser needs importing to tell them apart
+_TRY_GATES = frozenset({"Try", "TryStar"})
+
+
+_PLAIN_IMPORTS = frozenset({"Import"})  # `import a.b` (not `from a import b`)
+
+
+_GATE_EXCEPTIONS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException", "OSError"}
+
+
+@dataclass(frozen=True)
+class Binding:
+    local: str  # the name bound in the module ("F", "flash_attn", "fa")
+    target: str  # what it refers to ("torch.nn.functional", "flash_attn.flash_attn_func")
+    statement: cst.Import | cst.ImportFrom | ast.Import | ast.ImportFrom
+    gated: bool  # inside `try: ... except ImportError` or `if is_x_available():`
+    toplevel: bool  # at module level (not inside a def/class)
+    module: str  # the imported module ("flash_attn" for both import forms)
+    gate: Gate | None = None  # the innermost availability gate around it
+
+
+@dataclass(frozen=True)
+class Rebind:
+    """``name = <imported name or attribute of one>`` at module level (``attn = flash_attn_func``)."""
+
+    local: str
+    target: str  # the qualified name it resolves to
+    via: str  # the imported local name the value goes through ("flash_attn_func")
+    statement: cst.SimpleStatementLine | ast.Assign | ast.AnnAssign
+    gate: Gate | None
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """Another binding of a gated name on the path that runs when the package is missing."""
+
+    name: str
+    gate: Gate = field(repr=False, compare=False)
+    statement: Node = field(repr=False, compare=False)  # the binding statement (class, def, ...)
+    kind: str  # "class", "function", "assignment", "import", "earlier" (bound before the gate)
+    real: bool  # False for a sentinel (`name = None`, a literal) or a re-import from the same
+    # package (another release's name): not an implementation that runs without the package
+    module: str = ""  # for "import": the module the fallback imports from
+
+    def describe(self) -> str:
+        if self.kind == "earlier":
+            return f"the definition of {self.name} before its availability gate, which the gate only overrides"
+        what = {"class": f"class {self.name}", "function": f"def {self.name}",
+                "import": f"an import of {self.name}", "assignment": f"`{self.name} = ...`"}[self.kind]
+        where = "the except handler" if type(self.gate).__name__ in _TRY_GATES else "the else branch"
+        return f"{what} in {where} of its availability gate"
+
+
+class BaseImportIndex:
+    """The records an import index keeps and every query on them, whatever the tree kind.
+
+    ``ImportIndex`` fills them from a LibCST module, ``porter.pyast_imports.AstImportIndex`` from a
+    stdlib ``ast`` module; the ``statement`` and ``gate`` fields hold nodes of that tree.
+    """
+
+    _dotted: Callable[[Any], str | None]  # `a.b.c` for a Name/Attribute chain of the tree kind
+
+    def __init__(self) -> None:
+        self.bindings: dict[str, list[Binding]] = {}
+        self.statements: list[Binding] = []
+        self.rebinds: dict[str, Rebind] = {}
+        self.fallbacks: dict[tuple[int, str], Fallback] = {}
+        self.gates: list[Gate] = []
+        # availability flags: `HAS_X = True` in a gate's try body, `HAS_X = find_spec("x") is not None`
+        self.flags: dict[str, Node] = {}
+        self._defs: dict[str, list[Gate | None]] = {}  # other top-level bindings -> fallback gate
+        # the first plain module-level binding of a name (outside any gate): (kind, statement)
+        self._earlier: dict[str, tuple[str, Node]] = {}
+        self._rebind_earlier: dict[str, tuple[str, Node] | None] = {}
+
+    def _finish(self) -> None:
+        for name, rb in list(self.rebinds.items()):
+            others = self._defs.get(name, ())
+            earlier = self._rebind_earlier.get(name)
+            if rb.gate is not None and earlier is not None and len(others) == 1 and others[0] is None:
+                # `class RMSNorm: ...` then `try: from apex... import FusedRMSNorm; RMSNorm = FusedRMSNorm`
+                # `except ImportError: pass`: the earlier definition is what runs without the package
+                # (`flash_attn_func = None` before the gate is only a placeholder)
+                self._fallback(name, rb.gate, earlier[1], "earlier", earlier[0] != "sentinel")
+                continue
+            if any(g is not rb.gate or g is None for g in others):
+                del self.rebinds[name]  # bound twice outside its gate's fallback: not provably this
+
+    def _fallback(self, name: str, gate: Gate, stmt: Node, kind: str, real: bool) -> None:
+        key = (id(gate), name)
+        old = self.fallbacks.get(key)
+        if old is None or (real and not old.real):
+            self.fallbacks[key] = Fallback(name, gate, stmt, kind, real)
+
+    def _bind(self, binding: Binding) -> None:
+        self.bindings.setdefault(binding.local, []).append(binding)
+        self.statements.append(binding)
+
+    # -- queries ------------------------------------------------------------------------
+    def resolve_name(self, name: str) -> str | None:
+        found = self.bindings.get(name)
+        if found:
+            return canonical(found[0].target)
+        rebind = self.rebinds.get(name)
+        return rebind.target if rebind is not None else None
+
+    def import_targets(self, name: str) -> tuple[str, ...]:
+        """Targets of the imports ``name`` goes through (following module-level rebindings)."""
+        found = self.bindings.get(name)
+        if found:
+            return tuple(b.target for b in found)
+        rebind = self.rebinds.get(name)
+        if rebind is not None and rebind.via != name:
+            return self.import_targets(rebind.via)
+        return ()
+
+    def gate_of(self, name: str) -> Gate | None:
+        """The availability gate the binding of ``name`` (import or rebind) sits in."""
+        found = self.bindings.get(name)
+        if found:
+            return found[0].gate
+        rebind = self.rebinds.get(name)
+        return rebind.gate if rebind is not None else None
+
+    def fallback(self, name: str) -> Fallback | None:
+        """The binding of ``name`` on its gate's no-package path (handler or else branch), if any."""
+        gate = self.gate_of(name)
+        if gate is None:
+            return None
+        return self.fallback_in(gate, name)
+
+    def fallback_in(self, gate: Gate, name: str) -> Fallback | None:
+        """The no-package binding of ``name`` in ``gate``; a re-import from the same package counts
+        as no real fallback."""
+        fb = self.fallbacks.get((id(gate), name))
+        if fb is not None and fb.kind == "import" and fb.real:
+            targets = self.import_targets(name)
+            root = fb.module.split(".")[0]
+            if root and targets and all(t.split(".")[0] == root for t in targets):
+                # `except ImportError: from flash_attn.x import other_release_name as name`
+                return Fallback(fb.name, fb.gate, fb.statement, fb.kind, False, fb.module)
+        return fb
+
+    def gate_names(self, gate: Gate) -> list[str]:
+        """Names a gate's package path binds through imports and rebindings, in order."""
+        names = [b.local for b in self.statements if b.gate is gate and b.local != "*"]
+        names += [r.local for r in self.rebinds.values() if r.gate is gate]
+        return list(dict.fromkeys(names))
+
+    def resolve(self, expr: cst.BaseExpression) -> str | None:
+        """Qualified name of a Name/Attribute chain rooted at an imported name, else None."""
+        text = self._dotted(expr)
+        if text is None:
+            return None
+        head, _, rest = text.partition(".")
+        target = self.resolve_name(head)
+        if target is None:
+            return None
+        return canonical(f"{target}.{rest}") if rest else target
+
+    def alias_for(self, target: str) -> str | None:
+        """A local expression that names ``target`` through an existing import, if any.
+
+        ``alias_for("torch.nn.functional")`` is ``"F"`` after ``import torch.nn.functional as F``
+        and ``"torch.nn.functional"`` after ``import torch``. A path through a submodule is used
+        only when that submodule is loaded: by the file's own imports, or because importing its
+        package loads it (``import torch`` loads ``torch.nn`` but not ``torch.nn.attention.bias``).
+        """
+        loaded = set(_LOADED_BY_PARENT)
+        for binding in self.statements:
+            if type(binding.statement).__name__ in _PLAIN_IMPORTS and not binding.gated:
+                parts = binding.module.split(".")
+                loaded.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+        best: tuple[int, int, str] | None = None  # (rank, length, text): `import` forms first
+        for binding in self.statements:
+            if not binding.toplevel or binding.gated or binding.local == "*":
+                continue
+            if binding.target == target:
+                return binding.local
+            if not target.startswith(binding.target + "."):
+                continue
+            # the longest loaded module on the way; what follows it must be one attribute
+            module = binding.target
+            for name in loaded:
+                if target.startswith(name + ".") and len(name) > len(module) and name.startswith(module + "."):
+                    module = name
+            if "." in target[len(module) + 1 :]:
+                continue
+            candidate = binding.local + target[len(binding.target):]
+            key = (0 if type(binding.statement).__name__ in _PLAIN_IMPORTS else 1, len(candidate), candidate)
+            if best is None or key < best:
+                best = key
+        return best[2] if best else None
+
+    def modules(self) -> Iterator[Binding]:
+        return iter(self.statements)
+
+
+# Real module aliases of library APIs: a class or function reached through the module that
+# defines it is the object its package exports (`bitsandbytes.optim.adam.Adam8bit` is
+# `bitsandbytes.optim.Adam8bit`). Families match the exported spelling.
+_CANONICAL: tuple[tuple[str, str, frozenset[str] | None], ...] = (
+    # (defining module, exporting package, names it exports; None: every public class name)
+    ("bitsandbytes.optim.adam.", "bitsandbytes.optim.", None),
+    ("bitsandbytes.optim.adamw.", "bitsandbytes.optim.", None),
+    ("bitsandbytes.optim.lion.", "bitsandbytes.optim.", None),
+    ("bitsandbytes.optim.sgd.", "bitsandbytes.optim.", None),
+    ("bitsandbytes.optim.lamb.", "bitsandbytes.optim.", None),
+    ("bitsandbytes.optim.lars.", "bitsandbytes.optim.", None),
+    ("bitsandbytes.optim.rmsprop.", "bitsandbytes.optim.", None),
+    ("bitsandbytes.optim.adagrad.", "bitsandbytes.optim.", None),
+    ("bitsandbytes.optim.ademamix.", "bitsandbytes.optim.", None),
+    ("bitsandbytes.nn.modules.", "bitsandbytes.nn.", None),
+    ("apex.optimizers.fused_adam.", "apex.optimizers.", frozenset({"FusedAdam"})),
+    ("apex.optimizers.fused_sgd.", "apex.optimizers.", frozenset({"FusedSGD"})),
+    ("apex.optimizers.fused_lamb.", "apex.optimizers.", frozenset({"FusedLAMB"})),
+    ("apex.optimizers.fused_adagrad.", "apex.optimizers.", frozenset({"FusedAdagrad"})),
+    ("apex.optimizers.fused_novograd.", "apex.optimizers.", frozenset({"FusedNovoGrad"})),
+    ("apex.optimizers.fused_mixed_precision_lamb.", "apex.optimizers.", frozenset({"FusedMixedPrecisionLamb"})),
+    ("apex.normalization.fused_layer_norm.", "apex.normalization.",
+     frozenset({"FusedLayerNorm", "MixedFusedLayerNorm", "FusedRMSNorm", "MixedFusedRMSNorm"})),
+)
+
+
+# bitsandbytes internals that its packages do not export
+_INTERNAL = ("Optimizer", "State", "Function", "MatmulLtState")
+
+
+def canonical(qualname: str) -> str:
+    """The exported spelling of ``qualname`` when it goes through a defining submodule."""
+    for prefix, export, names in _CANONICAL:
+        if not qualname.startswith(prefix):
+            continue
+        rest = qualname[len(prefix):]
+        name = rest.split(".")[0]
+        if names is None:
+            if name.startswith("_") or not name[:1].isupper() or any(x in name for x in _INTERNAL):
+                return qualname
+        elif name not in names:
+            return qualname
+        return export + rest
+    return qualname

@@ -8,8 +8,10 @@ an imported name is not modelled.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import ast
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any, Union
 
 import libcst as cst
 
@@ -21,6 +23,12 @@ _LOADED_BY_PARENT = frozenset({
     "torch.backends", "torch.backends.cuda", "torch.backends.cudnn", "torch.version", "torch.distributed",
     "torch.utils", "torch.utils.data", "torch.utils.checkpoint", "torch.autograd", "torch.testing",
 })
+
+# the node kinds of either tree: an availability gate (ast.TryStar too on Python 3.11+), any node
+Gate = Union[cst.Try, cst.TryStar, cst.If, ast.Try, ast.If]
+Node = Union[cst.CSTNode, ast.AST]
+_TRY_GATES: tuple[type, ...] = (cst.Try, cst.TryStar, ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))
+_PLAIN_IMPORTS = (cst.Import, ast.Import)  # `import a.b` (not `from a import b`)
 
 _GATE_EXCEPTIONS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException", "OSError"}
 
@@ -41,11 +49,11 @@ def dotted(expr: cst.BaseExpression) -> str | None:
 class Binding:
     local: str  # the name bound in the module ("F", "flash_attn", "fa")
     target: str  # what it refers to ("torch.nn.functional", "flash_attn.flash_attn_func")
-    statement: cst.Import | cst.ImportFrom
+    statement: cst.Import | cst.ImportFrom | ast.Import | ast.ImportFrom
     gated: bool  # inside `try: ... except ImportError` or `if is_x_available():`
     toplevel: bool  # at module level (not inside a def/class)
     module: str  # the imported module ("flash_attn" for both import forms)
-    gate: cst.Try | cst.If | None = None  # the innermost availability gate around it
+    gate: Gate | None = None  # the innermost availability gate around it
 
 
 @dataclass(frozen=True)
@@ -55,8 +63,8 @@ class Rebind:
     local: str
     target: str  # the qualified name it resolves to
     via: str  # the imported local name the value goes through ("flash_attn_func")
-    statement: cst.SimpleStatementLine
-    gate: cst.Try | cst.If | None
+    statement: cst.SimpleStatementLine | ast.Assign | ast.AnnAssign
+    gate: Gate | None
 
 
 @dataclass(frozen=True)
@@ -64,8 +72,8 @@ class Fallback:
     """Another binding of a gated name on the path that runs when the package is missing."""
 
     name: str
-    gate: cst.Try | cst.If = field(repr=False, compare=False)
-    statement: cst.CSTNode = field(repr=False, compare=False)  # the binding statement (class, def, ...)
+    gate: Gate = field(repr=False, compare=False)
+    statement: Node = field(repr=False, compare=False)  # the binding statement (class, def, ...)
     kind: str  # "class", "function", "assignment", "import", "earlier" (bound before the gate)
     real: bool  # False for a sentinel (`name = None`, a literal) or a re-import from the same
     # package (another release's name): not an implementation that runs without the package
@@ -76,7 +84,7 @@ class Fallback:
             return f"the definition of {self.name} before its availability gate, which the gate only overrides"
         what = {"class": f"class {self.name}", "function": f"def {self.name}",
                 "import": f"an import of {self.name}", "assignment": f"`{self.name} = ...`"}[self.kind]
-        where = "the except handler" if isinstance(self.gate, (cst.Try, cst.TryStar)) else "the else branch"
+        where = "the except handler" if isinstance(self.gate, _TRY_GATES) else "the else branch"
         return f"{what} in {where} of its availability gate"
 
 
@@ -118,28 +126,29 @@ def _probe_call(expr: cst.BaseExpression) -> bool:
         and not name.startswith("is_torch")
 
 
-class ImportIndex:
-    """Every import binding in a module, found by walking statements only.
+class BaseImportIndex:
+    """The records an import index keeps and every query on them, whatever the tree kind.
 
-    Besides imports it records, for names bound inside an availability gate (``try: import
-    x / except ImportError:`` or ``if is_x_available(): ... else: ...``), the *fallback*
-    bindings of the same names on the path that runs without the package, and module-level
-    rebindings of imported names (``attn = flash_attn_func``), which resolve like the import.
+    ``ImportIndex`` fills them from a LibCST module, ``porter.pyast_imports.AstImportIndex`` from a
+    stdlib ``ast`` module; the ``statement`` and ``gate`` fields hold nodes of that tree.
     """
 
-    def __init__(self, module: cst.Module) -> None:
+    _dotted: Callable[[Any], str | None]  # `a.b.c` for a Name/Attribute chain of the tree kind
+
+    def __init__(self) -> None:
         self.bindings: dict[str, list[Binding]] = {}
         self.statements: list[Binding] = []
         self.rebinds: dict[str, Rebind] = {}
         self.fallbacks: dict[tuple[int, str], Fallback] = {}
-        self.gates: list[cst.Try | cst.If] = []
+        self.gates: list[Gate] = []
         # availability flags: `HAS_X = True` in a gate's try body, `HAS_X = find_spec("x") is not None`
-        self.flags: dict[str, cst.CSTNode] = {}
-        self._defs: dict[str, list[cst.Try | cst.If | None]] = {}  # other top-level bindings -> fallback gate
+        self.flags: dict[str, Node] = {}
+        self._defs: dict[str, list[Gate | None]] = {}  # other top-level bindings -> fallback gate
         # the first plain module-level binding of a name (outside any gate): (kind, statement)
-        self._earlier: dict[str, tuple[str, cst.CSTNode]] = {}
-        self._rebind_earlier: dict[str, tuple[str, cst.CSTNode] | None] = {}
-        self._walk(module.body, gated=False, toplevel=True)
+        self._earlier: dict[str, tuple[str, Node]] = {}
+        self._rebind_earlier: dict[str, tuple[str, Node] | None] = {}
+
+    def _finish(self) -> None:
         for name, rb in list(self.rebinds.items()):
             others = self._defs.get(name, ())
             earlier = self._rebind_earlier.get(name)
@@ -151,6 +160,132 @@ class ImportIndex:
                 continue
             if any(g is not rb.gate or g is None for g in others):
                 del self.rebinds[name]  # bound twice outside its gate's fallback: not provably this
+
+    def _fallback(self, name: str, gate: Gate, stmt: Node, kind: str, real: bool) -> None:
+        key = (id(gate), name)
+        old = self.fallbacks.get(key)
+        if old is None or (real and not old.real):
+            self.fallbacks[key] = Fallback(name, gate, stmt, kind, real)
+
+    def _bind(self, binding: Binding) -> None:
+        self.bindings.setdefault(binding.local, []).append(binding)
+        self.statements.append(binding)
+
+    # -- queries ------------------------------------------------------------------------
+    def resolve_name(self, name: str) -> str | None:
+        found = self.bindings.get(name)
+        if found:
+            return canonical(found[0].target)
+        rebind = self.rebinds.get(name)
+        return rebind.target if rebind is not None else None
+
+    def import_targets(self, name: str) -> tuple[str, ...]:
+        """Targets of the imports ``name`` goes through (following module-level rebindings)."""
+        found = self.bindings.get(name)
+        if found:
+            return tuple(b.target for b in found)
+        rebind = self.rebinds.get(name)
+        if rebind is not None and rebind.via != name:
+            return self.import_targets(rebind.via)
+        return ()
+
+    def gate_of(self, name: str) -> Gate | None:
+        """The availability gate the binding of ``name`` (import or rebind) sits in."""
+        found = self.bindings.get(name)
+        if found:
+            return found[0].gate
+        rebind = self.rebinds.get(name)
+        return rebind.gate if rebind is not None else None
+
+    def fallback(self, name: str) -> Fallback | None:
+        """The binding of ``name`` on its gate's no-package path (handler or else branch), if any."""
+        gate = self.gate_of(name)
+        if gate is None:
+            return None
+        return self.fallback_in(gate, name)
+
+    def fallback_in(self, gate: Gate, name: str) -> Fallback | None:
+        """The no-package binding of ``name`` in ``gate``; a re-import from the same package counts
+        as no real fallback."""
+        fb = self.fallbacks.get((id(gate), name))
+        if fb is not None and fb.kind == "import" and fb.real:
+            targets = self.import_targets(name)
+            root = fb.module.split(".")[0]
+            if root and targets and all(t.split(".")[0] == root for t in targets):
+                # `except ImportError: from flash_attn.x import other_release_name as name`
+                return Fallback(fb.name, fb.gate, fb.statement, fb.kind, False, fb.module)
+        return fb
+
+    def gate_names(self, gate: Gate) -> list[str]:
+        """Names a gate's package path binds through imports and rebindings, in order."""
+        names = [b.local for b in self.statements if b.gate is gate and b.local != "*"]
+        names += [r.local for r in self.rebinds.values() if r.gate is gate]
+        return list(dict.fromkeys(names))
+
+    def resolve(self, expr: cst.BaseExpression) -> str | None:
+        """Qualified name of a Name/Attribute chain rooted at an imported name, else None."""
+        text = self._dotted(expr)
+        if text is None:
+            return None
+        head, _, rest = text.partition(".")
+        target = self.resolve_name(head)
+        if target is None:
+            return None
+        return canonical(f"{target}.{rest}") if rest else target
+
+    def alias_for(self, target: str) -> str | None:
+        """A local expression that names ``target`` through an existing import, if any.
+
+        ``alias_for("torch.nn.functional")`` is ``"F"`` after ``import torch.nn.functional as F``
+        and ``"torch.nn.functional"`` after ``import torch``. A path through a submodule is used
+        only when that submodule is loaded: by the file's own imports, or because importing its
+        package loads it (``import torch`` loads ``torch.nn`` but not ``torch.nn.attention.bias``).
+        """
+        loaded = set(_LOADED_BY_PARENT)
+        for binding in self.statements:
+            if isinstance(binding.statement, _PLAIN_IMPORTS) and not binding.gated:
+                parts = binding.module.split(".")
+                loaded.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+        best: tuple[int, int, str] | None = None  # (rank, length, text): `import` forms first
+        for binding in self.statements:
+            if not binding.toplevel or binding.gated or binding.local == "*":
+                continue
+            if binding.target == target:
+                return binding.local
+            if not target.startswith(binding.target + "."):
+                continue
+            # the longest loaded module on the way; what follows it must be one attribute
+            module = binding.target
+            for name in loaded:
+                if target.startswith(name + ".") and len(name) > len(module) and name.startswith(module + "."):
+                    module = name
+            if "." in target[len(module) + 1 :]:
+                continue
+            candidate = binding.local + target[len(binding.target):]
+            key = (0 if isinstance(binding.statement, _PLAIN_IMPORTS) else 1, len(candidate), candidate)
+            if best is None or key < best:
+                best = key
+        return best[2] if best else None
+
+    def modules(self) -> Iterator[Binding]:
+        return iter(self.statements)
+
+
+class ImportIndex(BaseImportIndex):
+    """Every import binding in a module, found by walking statements only.
+
+    Besides imports it records, for names bound inside an availability gate (``try: import
+    x / except ImportError:`` or ``if is_x_available(): ... else: ...``), the *fallback*
+    bindings of the same names on the path that runs without the package, and module-level
+    rebindings of imported names (``attn = flash_attn_func``), which resolve like the import.
+    """
+
+    _dotted = staticmethod(dotted)
+
+    def __init__(self, module: cst.Module) -> None:
+        super().__init__()
+        self._walk(module.body, gated=False, toplevel=True)
+        self._finish()
 
     # -- construction -------------------------------------------------------------------
     def _walk(self, body: object, *, gated: bool, toplevel: bool, gate: cst.Try | cst.If | None = None,
@@ -225,11 +360,6 @@ class ImportIndex:
             return test.value in self.flags
         return _probe_call(test)
 
-    def _fallback(self, name: str, gate: cst.Try | cst.If, stmt: cst.CSTNode, kind: str, real: bool) -> None:
-        key = (id(gate), name)
-        old = self.fallbacks.get(key)
-        if old is None or (real and not old.real):
-            self.fallbacks[key] = Fallback(name, gate, stmt, kind, real)
 
     def _fallback_import(self, node: cst.Import | cst.ImportFrom, gate: cst.Try | cst.If) -> None:
         if isinstance(node.names, cst.ImportStar):
@@ -319,108 +449,6 @@ class ImportIndex:
             sep = "" if base.endswith(".") else "."
             self._bind(Binding(local, f"{base}{sep}{name}", node, gated, toplevel, base, gate))
 
-    def _bind(self, binding: Binding) -> None:
-        self.bindings.setdefault(binding.local, []).append(binding)
-        self.statements.append(binding)
-
-    # -- queries ------------------------------------------------------------------------
-    def resolve_name(self, name: str) -> str | None:
-        found = self.bindings.get(name)
-        if found:
-            return canonical(found[0].target)
-        rebind = self.rebinds.get(name)
-        return rebind.target if rebind is not None else None
-
-    def import_targets(self, name: str) -> tuple[str, ...]:
-        """Targets of the imports ``name`` goes through (following module-level rebindings)."""
-        found = self.bindings.get(name)
-        if found:
-            return tuple(b.target for b in found)
-        rebind = self.rebinds.get(name)
-        if rebind is not None and rebind.via != name:
-            return self.import_targets(rebind.via)
-        return ()
-
-    def gate_of(self, name: str) -> cst.Try | cst.If | None:
-        """The availability gate the binding of ``name`` (import or rebind) sits in."""
-        found = self.bindings.get(name)
-        if found:
-            return found[0].gate
-        rebind = self.rebinds.get(name)
-        return rebind.gate if rebind is not None else None
-
-    def fallback(self, name: str) -> Fallback | None:
-        """The binding of ``name`` on its gate's no-package path (handler or else branch), if any."""
-        gate = self.gate_of(name)
-        if gate is None:
-            return None
-        return self.fallback_in(gate, name)
-
-    def fallback_in(self, gate: cst.Try | cst.If, name: str) -> Fallback | None:
-        """The no-package binding of ``name`` in ``gate``; a re-import from the same package counts
-        as no real fallback."""
-        fb = self.fallbacks.get((id(gate), name))
-        if fb is not None and fb.kind == "import" and fb.real:
-            targets = self.import_targets(name)
-            root = fb.module.split(".")[0]
-            if root and targets and all(t.split(".")[0] == root for t in targets):
-                # `except ImportError: from flash_attn.x import other_release_name as name`
-                return Fallback(fb.name, fb.gate, fb.statement, fb.kind, False, fb.module)
-        return fb
-
-    def gate_names(self, gate: cst.Try | cst.If) -> list[str]:
-        """Names a gate's package path binds through imports and rebindings, in order."""
-        names = [b.local for b in self.statements if b.gate is gate and b.local != "*"]
-        names += [r.local for r in self.rebinds.values() if r.gate is gate]
-        return list(dict.fromkeys(names))
-
-    def resolve(self, expr: cst.BaseExpression) -> str | None:
-        """Qualified name of a Name/Attribute chain rooted at an imported name, else None."""
-        text = dotted(expr)
-        if text is None:
-            return None
-        head, _, rest = text.partition(".")
-        target = self.resolve_name(head)
-        if target is None:
-            return None
-        return canonical(f"{target}.{rest}") if rest else target
-
-    def alias_for(self, target: str) -> str | None:
-        """A local expression that names ``target`` through an existing import, if any.
-
-        ``alias_for("torch.nn.functional")`` is ``"F"`` after ``import torch.nn.functional as F``
-        and ``"torch.nn.functional"`` after ``import torch``. A path through a submodule is used
-        only when that submodule is loaded: by the file's own imports, or because importing its
-        package loads it (``import torch`` loads ``torch.nn`` but not ``torch.nn.attention.bias``).
-        """
-        loaded = set(_LOADED_BY_PARENT)
-        for binding in self.statements:
-            if isinstance(binding.statement, cst.Import) and not binding.gated:
-                parts = binding.module.split(".")
-                loaded.update(".".join(parts[: i + 1]) for i in range(len(parts)))
-        best: tuple[int, int, str] | None = None  # (rank, length, text): `import` forms first
-        for binding in self.statements:
-            if not binding.toplevel or binding.gated or binding.local == "*":
-                continue
-            if binding.target == target:
-                return binding.local
-            if not target.startswith(binding.target + "."):
-                continue
-            # the longest loaded module on the way; what follows it must be one attribute
-            module = binding.target
-            for name in loaded:
-                if target.startswith(name + ".") and len(name) > len(module) and name.startswith(module + "."):
-                    module = name
-            if "." in target[len(module) + 1 :]:
-                continue
-            candidate = binding.local + target[len(binding.target):]
-            key = (0 if isinstance(binding.statement, cst.Import) else 1, len(candidate), candidate)
-            if best is None or key < best:
-                best = key
-        return best[2] if best else None
-
-    def modules(self) -> Iterator[Binding]:
-        return iter(self.statements)
 
 
 # Real module aliases of library APIs: a class or function reached through the module that

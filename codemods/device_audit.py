@@ -879,13 +879,27 @@ def check_shell(ctx: FileContext) -> Iterator[Finding]:
             prev = tok
 
 
+# The Python pre-filter: each rule needs one of these in the text. torch.cuda names, `.cuda()`,
+# CUDA_HOME, the environment variables and device strings spell "cuda"/"CUDA"; a training call
+# or base class names its API (DistributedDataParallel and FullyShardedDataParallel contain
+# "DataParallel", every trainer class "Trainer"). A torch.optim optimizer is reached through the
+# identifier `optim` (`torch.optim.AdamW`, `from torch import optim`, `from torch.optim import
+# AdamW`, `O = torch.optim`), which in valid Python is followed by one of these characters (or
+# ends the file: a token ending in a newline also matches there), never by another identifier
+# character: `optimizer`/`optimize` alone do not admit a file.
+_AFTER_IDENTIFIER = (".", " ", "\t", "\n", "\r", "\f", "\\", ",", ")", ";", "#")
+PYTHON_TOKENS = ("cuda", "CUDA", *("optim" + c for c in _AFTER_IDENTIFIER), "DataParallel", "fully_shard",
+                 "init_process_group", "Trainer", "TrainingArguments", "deepspeed", "Accelerator")
+
+
 FAMILY = Family(
     name=NAME,
     title="Device code inventory: .cuda(), device strings, torch.cuda classified",
     order=15,
     rules=RULES,
-    tokens=("cuda", "CUDA", "optim", "DataParallel", "fully_shard", "FullyShardedDataParallel",
-            "init_process_group", "Trainer", "TrainingArguments", "deepspeed", "Accelerator"),
+    # shell: every variable the checker reports contains "CUDA"
+    tokens=("CUDA",),
+    python_tokens=PYTHON_TOKENS,
     python_ast=DeviceAuditVisitor,
     checkers={"shell": check_shell},
     description="Rewrites the deprecated `torch.cuda.amp` entry points to `torch.amp` with device "

@@ -87,3 +87,25 @@ def test_parameter_defaults() -> None:
     src = ('f = lambda device="cuda": device\n\n'
            'def g(a, /, b="cuda", *, device="cuda:0", other_device="cuda" if 1 else "cpu"):\n    pass\n')
     assert spans(src) == ["1:19-1:25 PRT041", "3:33-3:41 PRT041", "3:56-3:62 PRT041"]
+
+
+def test_python_prefilter_needs_the_identifier_optim() -> None:
+    fam = family("device_audit")
+    assert fam is not None
+    assert not fam.matches("def optimize(optimizer):\n    return optimizer.step()\n", "python")
+    for src in ("import torch\nopt = torch.optim.AdamW(p)\n", "from torch import optim\n",
+                "from torch import (nn, optim)\n", "from torch.optim import AdamW\n", "import torch.optim as O\n"):
+        assert fam.matches(src, "python"), src
+
+
+def test_optim_at_the_end_of_a_file_without_newline() -> None:
+    # the rebind is the file's last text: `optim` followed by no character at all
+    src = "import torch\n\ndef make(p):\n    return O.AdamW(p)\n\nO = torch.optim"
+    assert [f.code for f in findings(src, family="device_audit")] == ["PRT060"]
+
+
+def test_shell_prefilter() -> None:
+    fam = family("device_audit")
+    assert fam is not None
+    assert fam.matches("export CUDA_VISIBLE_DEVICES=0\n", "shell")
+    assert not fam.matches("python train.py --optim adamw --device cuda\n", "shell")

@@ -14,14 +14,17 @@ Vendor and capability checks (``get_device_capability``, ``get_device_name``,
 
 from __future__ import annotations
 
+import ast
+import io
 import re
 import shlex
+import tokenize
 from collections.abc import Iterator
-
-import libcst as cst
+from typing import Any
 
 from porter.findings import Applicability, Category, Finding, Severity
-from porter.framework import Family, FileContext, PyContext, PyVisitor, rule
+from porter.framework import Family, FileContext, PyContext, rule
+from porter.pyast import AstVisitor
 
 NAME = "device_audit"
 
@@ -225,42 +228,88 @@ RULES = (
 # -- helpers -----------------------------------------------------------------------------------
 
 
-def _str_value(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.SimpleString):
-        try:
-            value = node.evaluated_value
-        except Exception:  # noqa: BLE001 - odd prefixes
-            return None
-        return value if isinstance(value, str) else None
-    if isinstance(node, cst.ConcatenatedString):
-        left, right = _str_value(node.left), _str_value(node.right)
-        if left is not None and right is not None:
-            return left + right
+def _str_value(node: ast.AST) -> str | None:
+    """The value of a string literal (implicit concatenation of plain strings included)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
     return None
 
 
-def cuda_literals(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """The string literals inside a device expression that name a CUDA device."""
-    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
-        value = _str_value(expr)
-        return [expr] if value is not None and _CUDA_STR.match(value) else []
-    if isinstance(expr, cst.FormattedString):
-        first = expr.parts[0] if expr.parts else None
-        if isinstance(first, cst.FormattedStringText) and _CUDA_PREFIX.match(first.value):
-            return [expr]
-        return []
-    if isinstance(expr, cst.IfExp):
-        return cuda_literals(expr.body) + cuda_literals(expr.orelse)
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
-        left = expr.left
-        if isinstance(left, cst.SimpleString):
+def _string_tokens(code: str) -> int:
+    """How many string literals ``code`` (one string expression's source) is made of.
+
+    An f-string counts as one (its replacement fields may hold strings of their own)."""
+    count = 0
+    depth = 0
+    fstring_start = getattr(tokenize, "FSTRING_START", None)
+    fstring_end = getattr(tokenize, "FSTRING_END", None)
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO("(" + code + ")").readline):
+            if fstring_start is not None and tok.type == fstring_start:
+                count += depth == 0
+                depth += 1
+            elif fstring_end is not None and tok.type == fstring_end:
+                depth -= 1
+            elif tok.type == tokenize.STRING and depth == 0:
+                count += 1
+    except (tokenize.TokenError, SyntaxError):
+        return 0
+    return count
+
+
+def _fstring_head(code: str) -> str | None:
+    """The source text of a single f-string literal before its first replacement field."""
+    i = 0
+    while i < len(code) and code[i] not in "'\"":
+        i += 1
+    quote = code[i : i + 3] if code[i : i + 3] in ('"""', "'''") else code[i : i + 1]
+    if not quote or not code.endswith(quote) or len(code) < i + 2 * len(quote):
+        return None
+    body = code[i + len(quote) : len(code) - len(quote)]
+    j = 0
+    while j < len(body):
+        if body[j] == "{":
+            if body[j + 1 : j + 2] != "{":
+                break
+            j += 1
+        j += 1
+    return body[:j]
+
+
+class _Literals:
+    """Finds the string literals of a device expression that name a CUDA device."""
+
+    def __init__(self, visitor: DeviceAuditVisitor) -> None:
+        self.v = visitor
+
+    def single(self, node: ast.AST) -> bool:
+        """Whether a string node is one literal (not an implicit concatenation)."""
+        return _string_tokens(self.v.code(node)) == 1
+
+    def find(self, expr: ast.AST) -> list[ast.AST]:
+        if isinstance(expr, ast.Constant):
+            value = _str_value(expr)
+            return [expr] if value is not None and _CUDA_STR.match(value) else []
+        if isinstance(expr, ast.JoinedStr):
+            first = expr.values[0] if expr.values else None
+            if not (isinstance(first, ast.Constant) and isinstance(first.value, str)
+                    and first.value.startswith("cuda")):
+                return []
+            if not self.single(expr):  # `"cuda:" f"{i}"`: a concatenation, not one f-string
+                return []
+            head = _fstring_head(self.v.code(expr))
+            return [expr] if head is not None and _CUDA_PREFIX.match(head) else []
+        if isinstance(expr, ast.IfExp):
+            return self.find(expr.body) + self.find(expr.orelse)
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+            left = expr.left
             value = _str_value(left)
-            if value is not None and _CUDA_PREFIX.match(value):
+            if value is not None and _CUDA_PREFIX.match(value) and self.single(left):
                 return [expr]
-        return cuda_literals(expr.left) if isinstance(expr.left, cst.BinaryOperation) else []
-    if isinstance(expr, cst.BooleanOperation):
-        return cuda_literals(expr.left) + cuda_literals(expr.right)
-    return []
+            return self.find(left) if isinstance(left, ast.BinOp) else []
+        if isinstance(expr, ast.BoolOp):
+            return [lit for value in expr.values for lit in self.find(value)]
+        return []
 
 
 TRAINING_CALLS = frozenset({
@@ -286,86 +335,246 @@ def is_training_call(qual: str | None) -> bool:
     return False
 
 
-def _target_name(node: cst.BaseExpression) -> str:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        return node.attr.value
+def _target_name(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
     return ""
 
 
-class DeviceAuditVisitor(PyVisitor):
+def _root(node: ast.AST) -> ast.AST:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node
+
+
+_TORCH_CUDA = "torch.cuda"
+_CUDA_HOME = "torch.utils.cpp_extension.CUDA_HOME"
+_ENV_FUNCS = frozenset({"os.getenv", "os.putenv", "os.environ.get", "os.environ.pop", "os.environ.setdefault",
+                        "os.unsetenv"})
+_ENV_UPDATES = frozenset({"os.environ.update", "dict"})
+_IDENT = re.compile(r"[^\W\d]\w*")
+# last names of the calls visit_Call looks up (besides capitalised ones: torch.optim optimizers)
+_CALL_NAMES = frozenset(q.rsplit(".", 1)[-1] for q in (*TRAINING_CALLS, *AMP_DEPRECATED, *DEVICE_ARG0,
+                                                         *_ENV_FUNCS, *_ENV_UPDATES)) | {"cuda", "update"}
+
+
+def _is_torch_cuda(qual: str) -> bool:
+    return qual == _TORCH_CUDA or qual.startswith("torch.cuda.")
+
+
+def _arg_texts(code: str, func_end: int) -> list[tuple[int, int]] | None:
+    """(start, end) in ``code`` (a call's source) of each argument's value as LibCST delimits it:
+    the value's own parentheses included, the keyword's ``name=`` and the surrounding whitespace
+    and comments excluded. None when ``code`` does not read as a call."""
+    starts = [0]
+    src = io.StringIO(code)
+
+    def readline() -> str:
+        line = src.readline()
+        starts.append(starts[-1] + len(line))
+        return line
+
+    depth = 0
+    opened = False
+    spans: list[tuple[int, int]] = []
+    seg: list[Any] = []  # [start, end, tokens so far, first token is a NAME]
+    try:
+        for tok in tokenize.generate_tokens(readline):
+            if tok.type in _NOISE:
+                continue
+            start = starts[tok.start[0] - 1] + tok.start[1]
+            end = starts[tok.end[0] - 1] + tok.end[1]
+            op = tok.string if tok.type == tokenize.OP else ""
+            if not opened:
+                if op == "(" and depth == 0 and start >= func_end:
+                    opened = True
+                    depth = 1
+                elif op in _OPEN:
+                    depth += 1
+                elif op in _CLOSE:
+                    depth -= 1
+                continue
+            if depth == 1 and op in _CLOSE:
+                if seg:
+                    spans.append((seg[0], seg[1]))
+                return spans
+            if depth == 1 and op == ",":
+                if seg:
+                    spans.append((seg[0], seg[1]))
+                seg = []
+                continue
+            if depth == 1 and op == "=" and seg and seg[2] == 1 and seg[3]:
+                seg = []  # `name=`: the value starts after it
+                continue
+            if op in _OPEN:
+                depth += 1
+            elif op in _CLOSE:
+                depth -= 1
+            if seg:
+                seg[1] = end
+                seg[2] += 1
+            else:
+                seg = [start, end, 1, tok.type == tokenize.NAME]
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return None
+
+
+_NOISE = frozenset({tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT,
+                    tokenize.ENDMARKER})
+_OPEN = frozenset({"(", "[", "{"})
+_CLOSE = frozenset({")", "]", "}"})
+
+
+class DeviceAuditVisitor(AstVisitor):
     family = NAME
 
     def __init__(self, ctx: PyContext) -> None:
         super().__init__(ctx)
         self._skip: set[int] = set()
-        self._in_import = 0
         self._amp_handled: set[int] = set()
-        self._unsafe_amp = "set_autocast_dtype" in ctx.text or "set_autocast_cache_enabled" in ctx.text
+        self._unsafe: bool | None = None
+        self._literals = _Literals(self)
+        imports = ctx.ast_imports
+        self._imports = imports
+        names = set(imports.bindings) | set(imports.rebinds)
+        self._bound = names
+        # local names that resolve to torch.cuda[.x] or CUDA_HOME, and the roots of attribute chains
+        # that may: {name: the first attributes after it that can lead there (None: any)}
+        self._direct: dict[str, str] = {}
+        self._roots: dict[str, frozenset[str] | None] = {}
+        for name in names:
+            qual = imports.resolve_name(name)
+            if qual is None:
+                continue
+            if _is_torch_cuda(qual):
+                self._direct[name] = qual
+                self._roots[name] = None
+                continue
+            if qual == _CUDA_HOME:
+                self._direct[name] = qual
+            firsts = frozenset(t[len(qual) + 1 :].split(".")[0] for t in (_TORCH_CUDA, _CUDA_HOME)
+                               if t.startswith(qual + "."))
+            if firsts:
+                self._roots[name] = firsts
 
-    # -- bookkeeping ------------------------------------------------------------------------
-    def visit_Import(self, node: cst.Import) -> None:
-        self._in_import += 1
+    def span(self, node: Any) -> tuple[int, int]:
+        if isinstance(node, _Span):
+            return node.start, node.end
+        return self.ctx.ast_span(node)
 
-    def leave_Import(self, original_node: cst.Import) -> None:
-        self._in_import -= 1
+    @property
+    def _unsafe_amp(self) -> bool:
+        if self._unsafe is None:
+            text = self.ctx.text
+            self._unsafe = "set_autocast_dtype" in text or "set_autocast_cache_enabled" in text
+        return self._unsafe
 
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        self._in_import += 1
+    def _qual(self, node: ast.AST) -> str | None:
+        """``qualname`` for a Name/Attribute chain, skipping the lookup when its root is not imported."""
+        root = _root(node)
+        if isinstance(root, ast.Name) and root.id in self._bound:
+            return self._imports.resolve(node)
+        return None
 
-    def leave_ImportFrom(self, original_node: cst.ImportFrom) -> None:
-        self._in_import -= 1
+    # -- definitions: decorators, bases, parameters, global names ---------------------------
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        for dec in node.decorator_list:
+            self._decorator(dec)
 
-    def visit_Arg(self, node: cst.Arg) -> None:
-        if node.keyword is not None:
-            self._skip.add(id(node.keyword))
+    visit_AsyncFunctionDef = visit_FunctionDef
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._skip.add(id(node.name))
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self._skip.add(id(node.name))
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
         for base in node.bases:
-            qual = self.qualname(base.value)
+            value = base.value if isinstance(base, ast.Starred) else base
+            qual = self._qual(value)
             if is_training_call(qual) or qual == "torch.optim.Optimizer":
-                self.report(base.value, "PRT060", f"training code: subclass of {qual}", fix=Applicability.NONE,
+                self.report(value, "PRT060", f"training code: subclass of {qual}", fix=Applicability.NONE,
                             data={"qualname": qual})
+        for dec in node.decorator_list:
+            self._decorator(dec)
+
+    def visit_arguments(self, node: ast.arguments) -> None:
+        positional = [*node.posonlyargs, *node.args]
+        pairs = list(zip(positional[len(positional) - len(node.defaults):], node.defaults, strict=True))
+        pairs += [(a, d) for a, d in zip(node.kwonlyargs, node.kw_defaults, strict=True) if d is not None]
+        for arg, default in pairs:
+            if "device" in arg.arg.lower():
+                self._device_strings(default)
+
+    def visit_Global(self, node: ast.Global | ast.Nonlocal) -> None:
+        # `global CUDA_HOME`: the names are plain strings in ast, each still a reference
+        hits = [name for name in node.names if name in self._direct]
+        if not hits:
+            return
+        start, end = self.span(node)
+        idents = list(_IDENT.finditer(self.ctx.text, start, end))[1:]  # after the keyword
+        for name, m in zip(node.names, idents, strict=False):
+            if name in self._direct and m.group() == name:
+                self._name_ref(m.start(), m.end(), self._direct[name])
+
+    visit_Nonlocal = visit_Global
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        name = node.name
+        if name is None or name not in self._direct or node.type is None:
+            return
+        _, after = self.span(node.type)
+        m = re.compile(r"\)*\s*as\s+(" + re.escape(name) + r")\b").match(self.ctx.text, after)
+        if m is not None:
+            self._name_ref(m.start(1), m.end(1), self._direct[name])
+
+    def _name_ref(self, start: int, end: int, qual: str) -> None:
+        node = _Span(start, end)
+        if qual == _CUDA_HOME:
+            self._cuda_home(node)
+        else:
+            self._torch_cuda(node, qual)
 
     # -- torch.cuda references --------------------------------------------------------------
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        self._skip.add(id(node.attr))
-        if id(node) in self._skip or self._in_import:
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        first = node
+        root = node.value
+        while isinstance(root, ast.Attribute):
+            first = root
+            root = root.value
+        if not isinstance(root, ast.Name) or root.id not in self._roots:
+            return
+        firsts = self._roots[root.id]
+        if firsts is not None and first.attr not in firsts:
+            return  # `torch.nn.x`: cannot resolve to torch.cuda or CUDA_HOME
+        if id(node) in self._skip:
             self._skip.add(id(node.value))
             return
-        qual = self.qualname(node)
-        if qual and (qual == "torch.cuda" or qual.startswith("torch.cuda.")):
-            inner: cst.BaseExpression = node.value
-            while isinstance(inner, cst.Attribute):
+        qual = self._imports.resolve(node)
+        if qual and _is_torch_cuda(qual):
+            inner: ast.AST = node.value
+            while isinstance(inner, ast.Attribute):
                 self._skip.add(id(inner))
-                self._skip.add(id(inner.attr))
                 inner = inner.value
             self._skip.add(id(inner))
             self._torch_cuda(node, qual)
-        elif qual == "torch.utils.cpp_extension.CUDA_HOME":
+        elif qual == _CUDA_HOME:
             self._skip.add(id(node.value))
             self._cuda_home(node)
 
-    def visit_Name(self, node: cst.Name) -> None:
-        if id(node) in self._skip or self._in_import:
+    def visit_Name(self, node: ast.Name) -> None:
+        qual = self._direct.get(node.id)
+        if qual is None or id(node) in self._skip:
             return
-        qual = self.ctx.imports.resolve_name(node.value)
-        if qual is not None and (qual == "torch.cuda" or qual.startswith("torch.cuda.")):
-            self._torch_cuda(node, qual)
-        elif qual == "torch.utils.cpp_extension.CUDA_HOME":
+        if qual == _CUDA_HOME:
             self._cuda_home(node)
+        else:
+            self._torch_cuda(node, qual)
 
-    def _cuda_home(self, node: cst.CSTNode) -> None:
+    def _cuda_home(self, node: ast.AST) -> None:
         # generic: the build family's finding on the same expression (setup.py) supersedes it
         self.report(node, "PRT047", "torch.utils.cpp_extension.CUDA_HOME is None on ROCm; use ROCM_HOME "
                     "when torch.version.hip is set", fix=Applicability.NONE, generic=True)
 
-    def _torch_cuda(self, node: cst.CSTNode, qual: str) -> None:
+    def _torch_cuda(self, node: ast.AST, qual: str) -> None:
         if id(node) in self._amp_handled:
             return
         rest = qual[len("torch.cuda."):] if qual != "torch.cuda" else ""
@@ -404,98 +613,112 @@ class DeviceAuditVisitor(PyVisitor):
                         "ROCm", fix=Applicability.NONE)
 
     # -- calls: .cuda(), device strings, amp rewrites, os.environ ----------------------------
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         func = node.func
-        qual = self.qualname(func)
-        if is_training_call(qual):
-            self.report(node.func, "PRT060", f"training code: {qual}", fix=Applicability.NONE,
+        attr = func.attr if isinstance(func, ast.Attribute) else None
+        # an attribute chain's qualified name ends with its last attribute: resolve only the
+        # chains whose name some rule below can match
+        qual = self._qual(func) if attr is None or attr in _CALL_NAMES or attr[:1].isupper() else None
+        if qual is not None and is_training_call(qual):
+            self.report(func, "PRT060", f"training code: {qual}", fix=Applicability.NONE,
                         data={"qualname": qual})
         if qual in AMP_DEPRECATED:
             self._amp_call(node, qual)
-        elif isinstance(func, cst.Attribute) and func.attr.value == "cuda" and qual != "torch.cuda":
+        elif attr == "cuda" and qual != "torch.cuda":
             self.report(node, "PRT040", ".cuda(): portable on ROCm (the device type stays \"cuda\")",
                         fix=Applicability.NONE)
         # device strings
-        for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value in DEVICE_KEYWORDS:
-                self._device_strings(arg.value)
-        positional = [a for a in node.args if a.keyword is None and a.star == ""]
-        if positional:
-            if qual in DEVICE_ARG0 or (
-                isinstance(func, cst.Attribute) and func.attr.value == "to"
-            ):
-                self._device_strings(positional[0].value)
-        # environment access
-        if qual in {"os.getenv", "os.putenv", "os.environ.get", "os.environ.pop", "os.environ.setdefault",
-                    "os.unsetenv"} and positional:
-            self._env_key(positional[0].value, "read or set")
-        if qual in {"os.environ.update", "dict"} or (
-            isinstance(func, cst.Attribute) and func.attr.value == "update" and qual is None
-        ):
-            for arg in node.args:
-                if arg.keyword is not None and arg.keyword.value in ENV_VARS:
-                    self._env_report(arg.keyword, arg.keyword.value, "set")
+        for kw in node.keywords:
+            if kw.arg in DEVICE_KEYWORDS:
+                self._device_strings(kw.value)
+        first = next((a for a in node.args if not isinstance(a, ast.Starred)), None)
+        if first is not None:
+            if qual in DEVICE_ARG0 or attr == "to":
+                self._device_strings(first)
+            # environment access
+            if qual in _ENV_FUNCS:
+                self._env_key(first, "read or set")
+        if node.keywords and (qual in _ENV_UPDATES or (attr == "update" and qual is None)):
+            for kw in node.keywords:
+                if kw.arg in ENV_VARS:
+                    start = self.span(kw)[0]
+                    end = start + len(kw.arg)
+                    if self.ctx.text[start:end] == kw.arg:  # as written (ast normalises identifiers)
+                        self._env_report(_Span(start, end), kw.arg, "set")
 
-    def _device_strings(self, expr: cst.BaseExpression) -> None:
-        for lit in cuda_literals(expr):
+    def _device_strings(self, expr: ast.AST) -> None:
+        for lit in self._literals.find(expr):
             self.report(lit, "PRT041", "CUDA device string: portable on ROCm (the device type stays "
                         "\"cuda\")", fix=Applicability.NONE)
 
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if any("device" in _target_name(t.target).lower() for t in node.targets):
+    def visit_Assign(self, node: ast.Assign) -> None:
+        if any("device" in _target_name(t).lower() for t in node.targets):
             self._device_strings(node.value)
 
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None and "device" in _target_name(node.target).lower():
             self._device_strings(node.value)
 
-    def visit_Param(self, node: cst.Param) -> None:
-        self._skip.add(id(node.name))
-        if node.default is not None and "device" in node.name.value.lower():
-            self._device_strings(node.default)
+    def _is_environ(self, node: ast.AST) -> bool:
+        if isinstance(node, ast.Attribute):
+            if node.attr != "environ":
+                return False
+        elif not isinstance(node, ast.Name):
+            return False
+        return self._qual(node) == "os.environ"
 
-    def visit_Subscript(self, node: cst.Subscript) -> None:
-        if self.qualname(node.value) == "os.environ" and len(node.slice) == 1:
-            idx = node.slice[0].slice
-            if isinstance(idx, cst.Index):
-                self._env_key(idx.value, "read or set")
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        idx = node.slice
+        if isinstance(idx, ast.Tuple):
+            # `environ["A",]` is one subscript element; `environ[("A",)]` a tuple key
+            if len(idx.elts) != 1 or (idx.lineno, idx.col_offset) != (idx.elts[0].lineno, idx.elts[0].col_offset):
+                return
+            idx = idx.elts[0]
+            if isinstance(idx, ast.Starred):
+                return
+        elif isinstance(idx, ast.Slice):
+            return
+        if self._is_environ(node.value):
+            self._env_key(idx, "read or set")
 
-    def visit_Comparison(self, node: cst.Comparison) -> None:
-        for target in node.comparisons:
-            if isinstance(target.operator, (cst.In, cst.NotIn)) and self.qualname(target.comparator) == "os.environ":
+    def visit_Compare(self, node: ast.Compare) -> None:
+        for op, comparator in zip(node.ops, node.comparators, strict=True):
+            if isinstance(op, (ast.In, ast.NotIn)) and self._is_environ(comparator):
                 self._env_key(node.left, "tested")
 
-    def visit_DictElement(self, node: cst.DictElement) -> None:
-        self._env_key(node.key, "set")
+    def visit_Dict(self, node: ast.Dict) -> None:
+        for key in node.keys:
+            if key is not None:
+                self._env_key(key, "set")
 
-    def _env_key(self, expr: cst.BaseExpression, how: str) -> None:
+    def _env_key(self, expr: ast.AST, how: str) -> None:
         value = _str_value(expr)
         if value in ENV_VARS:
             self._env_report(expr, value, how)
 
-    def _env_report(self, node: cst.CSTNode, var: str, how: str) -> None:
+    def _env_report(self, node: ast.AST, var: str, how: str) -> None:
         # generic: a more specific finding (build family, setup.py) on the same node supersedes it
         self.report(node, ENV_VARS[var], f"{var} {how} from Python: {_ENV_ADVICE[var]}",
                     fix=Applicability.NONE, data={"variable": var}, generic=var != "CUDA_VISIBLE_DEVICES")
 
     # -- torch.cuda.amp rewrites ------------------------------------------------------------
-    def visit_Decorator(self, node: cst.Decorator) -> None:
-        dec = node.decorator
-        if isinstance(dec, (cst.Name, cst.Attribute)):
-            qual = self.qualname(dec)
-            if qual in AMP_DEPRECATED and AMP_DEPRECATED[qual][0] in {"custom_fwd", "custom_bwd"}:
-                new = AMP_DEPRECATED[qual][0]
-                self._mark(dec)
-                blocked = self._amp_blocked(f"torch.amp.{new}")
-                if blocked:
-                    self.report(dec, "PRT049", f"{qual} is deprecated; torch.amp.{new}(device_type=\"cuda\") is "
-                                "the same" + blocked, fix=Applicability.NONE)
-                    return
-                prefix, adds = self._amp_prefix()
+    def _decorator(self, dec: ast.expr) -> None:
+        if not isinstance(dec, (ast.Name, ast.Attribute)):
+            return
+        qual = self._qual(dec)
+        if qual in AMP_DEPRECATED and AMP_DEPRECATED[qual][0] in {"custom_fwd", "custom_bwd"}:
+            new = AMP_DEPRECATED[qual][0]
+            self._mark(dec)
+            blocked = self._amp_blocked(f"torch.amp.{new}")
+            if blocked:
                 self.report(dec, "PRT049", f"{qual} is deprecated; torch.amp.{new}(device_type=\"cuda\") is "
-                            "the same", replacement=f'{prefix}.{new}(device_type="cuda")',
-                            fix=Applicability.SAFE, fix_title=f"use torch.amp.{new}",
-                            add_imports=adds, remove_imports=(qual,))
+                            "the same" + blocked, fix=Applicability.NONE)
+                return
+            prefix, adds = self._amp_prefix()
+            self.report(dec, "PRT049", f"{qual} is deprecated; torch.amp.{new}(device_type=\"cuda\") is "
+                        "the same", replacement=f'{prefix}.{new}(device_type="cuda")',
+                        fix=Applicability.SAFE, fix_title=f"use torch.amp.{new}",
+                        add_imports=adds, remove_imports=(qual,))
 
     def _amp_blocked(self, target: str) -> str:
         """Why a deprecation rewrite to ``target`` is not applied here ("" when it may be): the new API
@@ -516,42 +739,40 @@ class DeviceAuditVisitor(PyVisitor):
         return (f" (not rewritten: {target} needs torch>={floor} and the repository's pins ({shown}) do not "
                 "guarantee it; the old spelling works on ROCm)")
 
-    def _mark(self, func: cst.BaseExpression) -> None:
+    def _mark(self, func: ast.AST) -> None:
         self._amp_handled.add(id(func))
         inner = func
-        while isinstance(inner, cst.Attribute):
+        while isinstance(inner, ast.Attribute):
             self._skip.add(id(inner.value))
             inner = inner.value
         self._skip.add(id(inner))
 
     def _amp_prefix(self) -> tuple[str, tuple[str, ...]]:
-        alias = self.ctx.imports.alias_for("torch.amp")
+        alias = self._imports.alias_for("torch.amp")
         if alias:
             return alias, ()
         return "torch.amp", ("import torch",)
 
-    def _amp_call(self, node: cst.Call, qual: str) -> None:
+    def _amp_call(self, node: ast.Call, qual: str) -> None:
         new, params = AMP_DEPRECATED[qual]
         self._mark(node.func)
         target = f"torch.amp.{new}"
-        if any(a.star for a in node.args):
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             self.report(node, "PRT049", f"{qual} is deprecated; use {target} with device \"cuda\" (not "
                         "rewritten: *args/**kwargs)", fix=Applicability.NONE)
             return
-        parts: list[str] = []
-        positional = [a for a in node.args if a.keyword is None]
-        if len(positional) > len(params):
+        if len(node.args) > len(params):
             self.report(node, "PRT049", f"{qual}: too many positional arguments; not rewritten",
                         fix=Applicability.NONE)
             return
-        for name, arg in zip(params, positional, strict=False):
-            parts.append(f"{name}={self.code(arg.value)}")
-        parts += [f"{a.keyword.value}={self.code(a.value)}" for a in node.args if a.keyword is not None]
+        values = self._argument_sources(node)
         blocked = self._amp_blocked(target)
-        if blocked:
+        if blocked or values is None:
             self.report(node, "PRT049", f"{qual} is deprecated; use {target} with device \"cuda\"" + blocked,
                         fix=Applicability.NONE)
             return
+        parts = [f"{name}={values[id(arg)]}" for name, arg in zip(params, node.args, strict=False)]
+        parts += [f"{kw.arg}={values[id(kw)]}" for kw in node.keywords]
         prefix, adds = self._amp_prefix()
         if new in {"custom_fwd", "custom_bwd"}:
             args = ", ".join(parts + ['device_type="cuda"'])
@@ -563,6 +784,29 @@ class DeviceAuditVisitor(PyVisitor):
         self.report(node, "PRT049", f"{qual} is deprecated; {same} is the same",
                     replacement=f"{prefix}.{new}({args})", fix=fix, fix_title=f"use {target}",
                     add_imports=adds, remove_imports=(qual,))
+
+    def _argument_sources(self, node: ast.Call) -> dict[int, str] | None:
+        """Each argument's value as written, parentheses around it included (``enabled=(x := f())``
+        must keep them), keyed by the id of the positional node or the keyword."""
+        items: list[ast.AST] = sorted([*node.args, *node.keywords], key=lambda a: (a.lineno, a.col_offset))
+        if not items:
+            return {}
+        start, _ = self.span(node)
+        code = self.code(node)
+        spans = _arg_texts(code, self.span(node.func)[1] - start)
+        if spans is None or len(spans) != len(items):
+            return None
+        return {id(item): code[a:b] for item, (a, b) in zip(items, spans, strict=True)}
+
+
+class _Span:
+    """A bare source range, for a name ``ast`` keeps as a string (a keyword's name, ``global x``)."""
+
+    __slots__ = ("start", "end")
+
+    def __init__(self, start: int, end: int) -> None:  # character offsets
+        self.start = start
+        self.end = end
 
 
 # -- shell scripts --------------------------------------------------------------------------------
@@ -635,14 +879,28 @@ def check_shell(ctx: FileContext) -> Iterator[Finding]:
             prev = tok
 
 
+# The Python pre-filter: each rule needs one of these in the text. torch.cuda names, `.cuda()`,
+# CUDA_HOME, the environment variables and device strings spell "cuda"/"CUDA"; a training call
+# or base class names its API (DistributedDataParallel and FullyShardedDataParallel contain
+# "DataParallel", every trainer class "Trainer"). A torch.optim optimizer is reached through the
+# identifier `optim` (`torch.optim.AdamW`, `from torch import optim`, `from torch.optim import
+# AdamW`, `O = torch.optim`), which in valid Python is followed by one of these characters (or
+# ends the file: a token ending in a newline also matches there), never by another identifier
+# character: `optimizer`/`optimize` alone do not admit a file.
+_AFTER_IDENTIFIER = (".", " ", "\t", "\n", "\r", "\f", "\\", ",", ")", ";", "#")
+PYTHON_TOKENS = ("cuda", "CUDA", *("optim" + c for c in _AFTER_IDENTIFIER), "DataParallel", "fully_shard",
+                 "init_process_group", "Trainer", "TrainingArguments", "deepspeed", "Accelerator")
+
+
 FAMILY = Family(
     name=NAME,
     title="Device code inventory: .cuda(), device strings, torch.cuda classified",
     order=15,
     rules=RULES,
-    tokens=("cuda", "CUDA", "optim", "DataParallel", "fully_shard", "FullyShardedDataParallel",
-            "init_process_group", "Trainer", "TrainingArguments", "deepspeed", "Accelerator"),
-    python=DeviceAuditVisitor,
+    # shell: every variable the checker reports contains "CUDA"
+    tokens=("CUDA",),
+    python_tokens=PYTHON_TOKENS,
+    python_ast=DeviceAuditVisitor,
     checkers={"shell": check_shell},
     description="Rewrites the deprecated `torch.cuda.amp` entry points to `torch.amp` with device "
     "`\"cuda\"`; everything else in this family is inventory (what runs unchanged on ROCm, what to "
@@ -653,4 +911,4 @@ FAMILY = Family(
     review="CUDA graphs and the torch.cuda APIs marked 'verify' need one run on a ROCm machine.",
 )
 
-__all__ = ["FAMILY", "RULES", "cuda_literals"]
+__all__ = ["FAMILY", "RULES", "is_training_call"]

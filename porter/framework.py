@@ -240,7 +240,11 @@ class Family:
                 return bool(self.checkers.get("python")) and (not tokens or any(t in text for t in tokens))
             if self.python_tokens is not None:
                 tokens = self.python_tokens
-        return not tokens or any(tok in text for tok in tokens)
+        if not tokens or any(tok in text for tok in tokens):
+            return True
+        # a token ending in a newline (an identifier then the line's end) also matches at the end
+        # of a text whose last line has none
+        return any(tok[-1:] == "\n" and text.endswith(tok[:-1]) for tok in tokens)
 
 
 class FileContext:

@@ -35,15 +35,24 @@ MAX_ROUNDS = 12
 
 def families_for(language: str, text: str, settings: Settings, relpath: str = "") -> list[Family]:
     """Families that can report anything on this file (language, pre-filter, selection)."""
+    return [fam for fam in _selected(settings, language) if fam.matches(text, language, relpath)]
+
+
+_SELECTED: dict[tuple[int, str], tuple[Settings, list[Family]]] = {}
+
+
+def _selected(settings: Settings, language: str) -> list[Family]:
+    """Families of ``language`` with at least one enabled rule (once per settings object)."""
+    key = (id(settings), language)
+    hit = _SELECTED.get(key)
+    if hit is not None and hit[0] is settings:
+        return hit[1]
     table = registry.rules()
-    chosen = []
-    for fam in registry.families():
-        if language not in fam.languages:
-            continue
-        if not any(settings.is_enabled(r.code, r.default) for r in fam.rules if r.code in table):
-            continue
-        if fam.matches(text, language, relpath):
-            chosen.append(fam)
+    chosen = [fam for fam in registry.families() if language in fam.languages
+              and any(settings.is_enabled(r.code, r.default) for r in fam.rules if r.code in table)]
+    if len(_SELECTED) > 64:
+        _SELECTED.clear()
+    _SELECTED[key] = (settings, chosen)
     return chosen
 
 
@@ -260,7 +269,10 @@ def analyze(
     if isinstance(ctx, PyContext) and any(f.edits and f.fix != Applicability.NONE for f in found):
         from .fallbacks import guard
 
-        found = guard(found, ctx.text, ctx.imports, lambda node: ctx.position_of(node).start.line)
+        if ctx.tree is not None:  # the ast tier's index: no LibCST parse just to guard a fix
+            found = guard(found, ctx.text, ctx.ast_imports, lambda node: node.lineno)
+        else:
+            found = guard(found, ctx.text, ctx.imports, lambda node: ctx.position_of(node).start.line)
     return select(found, ctx)
 
 

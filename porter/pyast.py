@@ -167,15 +167,47 @@ def walk(tree: ast.AST, visitors: Sequence[AstVisitor]) -> None:
     _walk(tree, visit, leave)
 
 
+_SPECIAL = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Call, ast.Dict, ast.IfExp, ast.arguments)
+_PLANS: dict[type, tuple[str, ...] | None] = {}
+
+
+def _plan(cls: type) -> tuple[str, ...] | None:
+    """The fields of ``cls`` that can hold child nodes, in order (None: a source-order special case)."""
+    if issubclass(cls, _SPECIAL):
+        plan = None
+    else:
+        plan = tuple(f for f in cls._fields if f not in ("ctx", "op", "ops", "type_ignores"))
+    _PLANS[cls] = plan
+    return plan
+
+
 def _walk(node: ast.AST, visit: Mapping[str, list[Handler]], leave: Mapping[str, list[Handler]]) -> None:
-    name = node.__class__.__name__
-    for h in visit.get(name, ()):
-        h(node)
-    for child in _ordered_children(node):
-        if not isinstance(child, _SKIP):
-            _walk(child, visit, leave)
-    for h in leave.get(name, ()):
-        h(node)
+    cls = node.__class__
+    name = cls.__name__
+    handlers = visit.get(name)
+    if handlers:
+        for h in handlers:
+            h(node)
+    plan = _PLANS[cls] if cls in _PLANS else _plan(cls)
+    if plan is None:
+        for child in _ordered_children(node):
+            if not isinstance(child, _SKIP):
+                _walk(child, visit, leave)
+    else:
+        for field in plan:
+            value = getattr(node, field, None)
+            if value is None:
+                continue
+            if value.__class__ is list:
+                for item in value:
+                    if isinstance(item, ast.AST) and not isinstance(item, _SKIP):
+                        _walk(item, visit, leave)
+            elif isinstance(value, ast.AST) and not isinstance(value, _SKIP):
+                _walk(value, visit, leave)
+    handlers = leave.get(name)
+    if handlers:
+        for h in handlers:
+            h(node)
 
 
 def string_value(node: ast.AST) -> str | None:

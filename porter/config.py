@@ -257,8 +257,8 @@ _DECLARED: dict[str, Any] = {}  # the families the table was built from, and the
 
 @dataclass(frozen=True)
 class Settings:
-    """The resolved settings. The fields up to ``target_torch`` are :data:`SETTINGS` (their defaults
-    are declared there); ``options`` holds the ``[tool.porter.<family>]`` tables."""
+    """The resolved settings. The fields before ``options`` are :data:`SETTINGS` (their defaults are
+    declared there); ``options`` holds the ``[tool.porter.<family>]`` tables."""
 
     select: tuple[str, ...] = _default("select")
     extend_select: tuple[str, ...] = _default("extend-select")
@@ -273,8 +273,8 @@ class Settings:
     cache: bool = _default("cache")
     cache_dir: str = _default("cache-dir")
     respect_gitignore: bool = _default("respect-gitignore")
-    annotate: bool = _default("annotate")
     target_torch: str = _default("target-torch")
+    annotate: bool = _default("annotate")
     options: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # family -> options
     source: str = ""  # where the settings came from (for messages)
     notes: tuple[str, ...] = ()  # warnings about the configuration, for the user
@@ -297,9 +297,10 @@ class Settings:
         return False
 
     def family_options(self, family: str) -> dict[str, Any]:
+        """The configured options of ``family`` (kebab-case keys)."""
         for name, opts in self.options:
             if name == family:
-                return dict(opts)
+                return {key.replace("_", "-"): value for key, value in opts}
         return {}
 
     def option(self, family: str, key: str, default: Any = _UNSET) -> Any:

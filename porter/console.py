@@ -3,6 +3,8 @@ report (``porter.cli`` and ``porter.migrate`` both use it)."""
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,14 +170,23 @@ class Progress:
 
 
 def emit(text: str, output: Path | None) -> None:
-    """``text`` on stdout, or written (atomically) to ``output``."""
+    """``text`` on stdout, or written to ``output``: a file is replaced atomically; a device or a
+    pipe (``-o /dev/null``, a FIFO) is written to, never replaced by a file."""
     if output is None:
         click.echo(text, nl=False)
         return
     from .textio import atomic_write
 
     try:
-        atomic_write(output, text.encode("utf-8"))
+        st = os.lstat(output)
+    except OSError:
+        st = None
+    try:
+        if st is not None and (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+            with open(output, "wb") as fh:
+                fh.write(text.encode("utf-8"))
+        else:
+            atomic_write(output, text.encode("utf-8"))
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, str(output)) from None
 

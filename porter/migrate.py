@@ -238,11 +238,9 @@ def plan(
 
 
 def _class_counts(findings: list[Finding]) -> dict[str, int]:
-    from .registry import category_of
-
     out = {"benign": 0, "shim": 0, "replace": 0}
     for f in findings:
-        out[category_of(f).value] += 1
+        out[registry.category_of(f).value] += 1
     return out
 
 
@@ -261,7 +259,7 @@ def render_report(p: MigrationPlan) -> str:
     before = p.before.findings
     after = p.after_findings
     fixed = p.fixed.fixed
-    flagged = [f for f in after if _blocking(f)]
+    flagged = [f for f in after if registry.is_actionable(f)]
     lines = [f"# Migration report: {name}", ""]
     target = p.extra.get("target")
     if target:
@@ -323,7 +321,7 @@ def render_report(p: MigrationPlan) -> str:
         lines += ["", "</details>"]
     else:
         lines.append("Nothing left: every site porter found was rewritten or is informational.")
-    info = [f for f in after if not _blocking(f)]
+    info = [f for f in after if not registry.is_actionable(f)]
     if info:
         lines += ["", f"{len(info)} informational site(s) (e.g. `device=\"cuda\"`, which works unchanged on "
                   "ROCm PyTorch) were left as they are; `porter audit` lists them."]
@@ -356,9 +354,7 @@ def render_report(p: MigrationPlan) -> str:
 
 
 def _class_of(f: Finding) -> str:
-    from .registry import category_of
-
-    return category_of(f).value
+    return registry.category_of(f).value
 
 
 def _by_rule(findings: list[Finding]) -> list[tuple[str, list[Finding]]]:
@@ -418,12 +414,6 @@ def _report_charts(flagged: list[Finding], after: list[Finding], est: Any, by_ru
         out += [f'    "{k}" : {v}' for k, v in c.items() if v]
         out += ["```", ""]
     return out
-
-
-def _blocking(f: Finding) -> bool:
-    from .registry import is_actionable
-
-    return is_actionable(f)
 
 
 # -- writing ----------------------------------------------------------------------------------
@@ -698,7 +688,7 @@ def migrate(repo: Path, out: Path | None, dry_run: bool, branch: str | None, all
     p.extra["target"] = target_note
     patches = p.series.nonempty()
     console.print(f"porter: plan for {root.name}: {len(patches)} patch(es), {len(p.fixed.fixed)} rewrite(s), "
-                  f"{sum(1 for f in p.after_findings if _blocking(f))} site(s) left for review "
+                  f"{sum(1 for f in p.after_findings if registry.is_actionable(f))} site(s) left for review "
                   f"({p.seconds:.1f} s).")
     for number, (fname, patch) in enumerate(zip(p.series.file_names(), patches, strict=True), 1):
         console.print(f"  {number}. {fname}: {patch.title} ({len(patch.changes)} file(s))")

@@ -77,8 +77,10 @@ def test_audit_is_read_only_and_exit_zero(tmp_path: Path) -> None:
 
 
 def _sarif_errors(doc: dict) -> list[str]:
-    """The properties GitHub code scanning requires of an upload (SARIF 2.1.0 with its ``$schema``,
-    a driver name, and for each result a rule id, a message and a physical location)."""
+    """The properties GitHub code scanning requires of an upload: SARIF 2.1.0 with its ``$schema``; a
+    driver with a name and rules, each with short/full descriptions and help; each result with a
+    message, a ``ruleId`` (and ``ruleIndex``) naming one of those rules and one to ten locations,
+    each a relative URI with a full region."""
     errs = []
     if doc.get("version") != "2.1.0" or not doc.get("$schema"):
         errs.append("version/$schema")

@@ -79,3 +79,26 @@ def test_one_format_table_serves_audit_and_check() -> None:
 
     assert choices(audit) == FORMATS and set(choices(check)) <= set(FORMATS)
     assert set(FORMATS) - set(RENDERERS) == {"text"}
+
+
+def test_report_to_a_pipe_or_device_is_written_not_replaced(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # `porter audit -o /dev/null` replaced the device node with a regular file (as root: for everyone)
+    import os
+    import stat
+    import threading
+
+    from porter.console import emit
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()), daemon=True)  # noqa: SIM115
+    reader.start()
+    emit('{"findings": []}\n', fifo)
+    reader.join(10)
+    assert got == [b'{"findings": []}\n']
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert not [p for p in tmp_path.iterdir() if p.name != "pipe"]  # no temporary file left beside it
+    plain = tmp_path / "report.json"
+    emit("x\n", plain)
+    assert plain.read_text() == "x\n"

@@ -581,7 +581,7 @@ def annotate(text: str, language: str, findings: Sequence[Finding]) -> str:
     line that already carries the annotation is left alone, so annotating is idempotent. A
     Python result that no longer parses (a site inside a multi-line string) is abandoned.
     """
-    from .registry import severity_of
+    from .registry import is_actionable
 
     prefix = _ANNOTATE_PREFIX.get(language)
     if prefix is None:
@@ -589,7 +589,7 @@ def annotate(text: str, language: str, findings: Sequence[Finding]) -> str:
     lines = re.findall(r".*?(?:\r\n|\n|\r)|.+$", text, flags=re.S)
     by_line: dict[int, list[Finding]] = {}
     for f in findings:
-        if f.code.startswith("PRT00") or severity_of(f).value == "info" or f.line > len(lines):
+        if f.code.startswith("PRT00") or not is_actionable(f) or f.line > len(lines):
             continue
         by_line.setdefault(f.line, []).append(f)
     if not by_line:

@@ -12,8 +12,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-DEFAULT_ROCM_VERSION = "6.3"
-DEFAULT_TORCHAO = "torchao>=0.11"
+from porter.codemods.dependencies import DEFAULT_ROCM_VERSION, DEFAULT_TORCHAO  # noqa: F401 - re-exported
 
 TORCH_DISTS = frozenset({"torch", "torchvision", "torchaudio"})
 

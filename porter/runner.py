@@ -19,7 +19,6 @@ import signal
 import stat
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -859,6 +858,8 @@ def _run_batch(
                 progress(done, total, ref.relpath)
     else:
         chunk = max(1, min(64, len(todo) // (workers * 8) or 1))
+        from concurrent.futures import ProcessPoolExecutor  # only a pool run pays for it
+
         with proc.isolated_python_children(), ProcessPoolExecutor(
             max_workers=workers, initializer=_init_worker, initargs=(str(root), settings, facts, mode),
             mp_context=_pool_context(),

@@ -20,12 +20,13 @@ byte-identical. Requirement text is parsed with :mod:`packaging`.
 
 from __future__ import annotations
 
-from porter.codemods._deps_catalog import DEFAULT_ROCM_VERSION, DEFAULT_TORCHAO
 from porter.config import Option
 from porter.findings import Applicability, Category, Severity
 from porter.framework import Family, rule
 
 NAME = "dependencies"
+DEFAULT_ROCM_VERSION = "6.3"  # the ROCm wheel index when nothing else decides
+DEFAULT_TORCHAO = "torchao>=0.11"  # the torchao requirement porter adds
 SAFE, UNSAFE, NONE = Applicability.SAFE, Applicability.UNSAFE, Applicability.NONE
 
 RULES = (

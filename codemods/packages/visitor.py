@@ -118,7 +118,7 @@ class PackagesVisitor(AstVisitor):
         super().__init__(ctx)
         self.imports = ctx.ast_imports
         self._skip: set[int] = set()  # Name/Attribute nodes that are not references
-        self._attn = hf.facts_for(ctx.facts.extra, ctx.relpath, ctx.text)
+        self._attn_facts: hf.AttentionFacts | None = None  # read at a switch site only (whole-tree facts)
         self._switch_seen: set[int] = set()  # 'flash_attention_2' literals already reported
         self._impl_names: dict[str, int] = {}  # names passed as attn_implementation=<name>, and how often
         self._fa2_assigns: list[tuple[str, ast.expr]] = []  # name = <'flash_attention_2' ...>
@@ -127,6 +127,15 @@ class PackagesVisitor(AstVisitor):
         self._top: list[ast.stmt] = ctx.tree.body
 
     # -- text helpers -----------------------------------------------------------------------
+
+    @property
+    def _attn(self) -> hf.AttentionFacts:
+        """The repository's Hugging Face attention facts merged with this file's (gathered on first use:
+        a file without a flash-attention switch never makes porter read the whole tree)."""
+        if self._attn_facts is None:
+            self._attn_facts = hf.facts_for(self.ctx.facts.extra, self.ctx.relpath, self.ctx.text)
+        return self._attn_facts
+
     def _unparen(self, node: ast.AST, lo: int) -> tuple[int, int]:
         """The node's range with the parentheses that wrap it (not before offset ``lo``)."""
         start, end = self.span(node)

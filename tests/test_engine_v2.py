@@ -1,0 +1,135 @@
+"""Engine v2: lazy cross-file facts, the warm-run record, per-file cache entries keyed on the
+facts they read, the ast tier, lazy loading of the LibCST tier and of the families' heavy parts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from porter import registry, runner
+from porter.config import Settings
+from porter.findings import Applicability
+
+SWITCH = ('from transformers import AutoModelForCausalLM\n'
+          'm = AutoModelForCausalLM.from_pretrained("x", attn_implementation="flash_attention_2")\n')
+TABLE = "ATTN = {'eager': Eager, 'flash_attention_2': Flash}\n"
+
+
+@pytest.fixture()
+def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    return home
+
+
+def _audit(root: Path, paths: list[Path] | None = None, **kw: object) -> runner.RunResult:
+    return runner.run(root, paths or [root], Settings(**kw), "audit", jobs=1)
+
+
+def test_checking_a_file_without_a_switch_never_reads_the_tree(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a.py").write_text("import torch\nx = torch.cuda.is_available()\n")
+    (tmp_path / "b.py").write_text(SWITCH)
+
+    def boom(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the whole tree was read for a file that needs no cross-file fact")
+
+    monkeypatch.setattr(runner, "_attention_facts", boom)
+    result = _audit(tmp_path, [tmp_path / "a.py"], cache=False)
+    assert [f.code for f in result.findings] == ["PRT042"]
+
+
+def test_a_cached_result_that_read_facts_follows_them(tmp_path: Path, cache_home: Path) -> None:
+    # train.py's switch is safe until another file keys code on the string; its cache entry must not
+    # outlive that change even though train.py itself did not change
+    (tmp_path / "train.py").write_text(SWITCH)
+    (tmp_path / "model.py").write_text("x = 1\n")
+
+    def switch() -> Applicability:
+        result = _audit(tmp_path, select=("PRT03",))
+        [f] = [f for f in result.findings if f.code == "PRT030"]
+        return f.fix
+
+    assert switch() is Applicability.SAFE
+    assert switch() is Applicability.SAFE  # warm
+    (tmp_path / "model.py").write_text(TABLE)
+    assert switch() is Applicability.NONE
+    (tmp_path / "model.py").write_text("x = 2\n")
+    assert switch() is Applicability.SAFE
+
+
+def test_warm_rerun_loads_no_family(tmp_path: Path, cache_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a.py").write_text("import torch\nx = torch.cuda.is_available()\n")
+    first = _audit(tmp_path)
+
+    def no_families() -> None:
+        raise AssertionError("a warm run with nothing changed loaded the rule families")
+
+    monkeypatch.setattr(registry, "check_loaded", no_families)
+    second = _audit(tmp_path)
+    assert [f.to_dict() for f in second.findings] == [f.to_dict() for f in first.findings]
+
+
+def test_warm_record_sees_edits_new_and_deleted_files(tmp_path: Path, cache_home: Path) -> None:
+    a = tmp_path / "a.py"
+    a.write_text("import torch\nx = torch.cuda.is_available()\n")
+    assert [f.code for f in _audit(tmp_path).findings] == ["PRT042"]
+    # same size, same modification time: the change time still tells
+    st = a.stat()
+    a.write_text("import torch\nx = torch.cuda.get_arch_list()\n"[: st.st_size])
+    os.utime(a, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert [f.code for f in _audit(tmp_path).findings] != ["PRT042"]
+    (tmp_path / "b.py").write_text("import torch\ny = torch.cuda.device_count()\n")
+    assert {f.path for f in _audit(tmp_path).findings} == {"a.py", "b.py"}
+    (tmp_path / "b.py").unlink()
+    assert {f.path for f in _audit(tmp_path).findings} == {"a.py"}
+
+
+def test_warm_record_depends_on_the_settings(tmp_path: Path, cache_home: Path) -> None:
+    (tmp_path / "a.py").write_text("import torch\nx = torch.cuda.is_available()\n")
+    assert [f.code for f in _audit(tmp_path).findings] == ["PRT042"]
+    assert _audit(tmp_path, ignore=("PRT042",)).findings == []
+
+
+def test_inventory_families_never_load_libcst(tmp_path: Path) -> None:
+    # device_audit, packages, devices, kernels and distributed detect on the ast tier: a tree they
+    # alone report on is audited without importing LibCST at all (a fresh interpreter tells)
+    (tmp_path / "a.py").write_text(
+        "import os\nimport torch\nimport cupy\n"
+        "x = torch.cuda.is_available()\nif torch.cuda.get_device_capability()[0] >= 8:\n    pass\n"
+        "os.environ['NCCL_P2P_DISABLE'] = '1'\n"
+        "import triton\n@triton.jit\ndef kernel(x):\n    pass\n")
+    code = ("import sys\nfrom pathlib import Path\nfrom porter import runner\nfrom porter.config import Settings\n"
+            f"r = runner.run(Path({str(tmp_path)!r}), [Path({str(tmp_path)!r})], Settings(cache=False), 'audit', jobs=1)\n"
+            "print(sorted({f.code[:5] for f in r.findings}))\n"
+            "print('libcst' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[1] == "False", out
+    assert {"PRT01", "PRT04", "PRT70", "PRT76", "PRT86"} <= set(eval(out[0]))  # noqa: S307 - our own output
+
+
+def test_a_family_declaration_imports_nothing_heavy() -> None:
+    code = ("import sys\nfrom porter import registry\nregistry.families()\nregistry.rules()\n"
+            "print(sorted(m for m in ('libcst', 'tree_sitter', 'packaging.requirements') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
+
+
+def test_a_python_file_no_family_can_match_is_not_parsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ast
+
+    calls: list[str] = []
+    real = ast.parse
+
+    def counting(source: object, *args: object, **kwargs: object) -> object:
+        calls.append("x")
+        return real(source, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ast, "parse", counting)
+    (tmp_path / "plain.py").write_text("def f(x):\n    return x + 1\n")
+    assert _audit(tmp_path, cache=False).findings == []
+    assert calls == []

@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Benchmark porter against the baselines a user would compare it with.
 
+``python benchmarks/run.py [options]`` measures issue #14's targets side by side in one run, with
+CPU and wall seconds (see ``benchmarks/targets.py`` and ``--help``). ``python benchmarks/run.py
+--matrix [options]`` runs the older per-tree matrix described below.
+
 For every tree this measures wall time, files/s, lines/s and peak memory of
 
 * the porting playbook's ``grep -rn`` audit (Step 1, four pipelines run together): the floor;
@@ -17,9 +21,9 @@ the largest single process (``wait4``'s ``ru_maxrss``, which covers the process 
 descendant it reaped, i.e. the pool workers) and the peak of the whole process tree's summed
 RSS, sampled from ``/proc`` every 20 ms.
 
-    python benchmarks/run.py                      # torch, transformers, fixtures x20, C++ fixtures x20
-    python benchmarks/run.py --cuda-tree /tmp/bench/apex --cuda-tree /tmp/bench/flash-attn
-    python benchmarks/run.py --quick              # small trees, one repeat (development)
+    python benchmarks/run.py --matrix             # torch, transformers, fixtures x20, C++ fixtures x20
+    python benchmarks/run.py --matrix --cuda-tree /tmp/bench/apex --cuda-tree /tmp/bench/flash-attn
+    python benchmarks/run.py --matrix --quick     # small trees, one repeat (development)
 
 The plain-text table goes to stdout; ``--out`` receives the Markdown version for the README.
 """
@@ -71,12 +75,14 @@ HIPIFY_CHILD = textwrap.dedent(
     t0 = time.perf_counter()
     from torch.utils.hipify import hipify_python
     t1 = time.perf_counter()
+    c1 = time.process_time()
     with contextlib.redirect_stdout(io.StringIO()):
         res = hipify_python.hipify(project_directory=sys.argv[1], output_directory=sys.argv[1],
                                    includes=["*"], show_detailed=False, show_progress=False,
                                    is_pytorch_extension=True)
     t2 = time.perf_counter()
-    print(json.dumps({"import_s": t1 - t0, "hipify_s": t2 - t1, "files": len(res)}))
+    c2 = time.process_time()
+    print(json.dumps({"import_s": t1 - t0, "hipify_s": t2 - t1, "hipify_cpu_s": c2 - c1, "files": len(res)}))
     """
 )
 
@@ -116,6 +122,7 @@ class Sample:
     tree_rss_kib: int  # peak of the summed RSS of the command's process tree (sampled)
     rc: int
     stdout: str = ""
+    cpu: float = 0.0  # user + sys seconds of the process and every descendant it reaped (wait4's rusage)
 
 
 def _rss_kib(pid: int) -> int:
@@ -156,11 +163,12 @@ def _tree_rss_kib(pid: int) -> int:
     return total
 
 
-def measure(cmd: Sequence[str], cwd: Path, *, capture: bool = False, timeout: float = 3600.0) -> Sample:
+def measure(cmd: Sequence[str], cwd: Path, *, capture: bool = False, timeout: float = 3600.0,
+            env: dict[str, str] | None = None) -> Sample:
     """Run ``cmd``; wall time from spawn to reap, rusage of the whole process tree."""
     started = time.perf_counter()
     proc = subprocess.Popen(
-        list(cmd), cwd=cwd, stdin=subprocess.DEVNULL,
+        list(cmd), cwd=cwd, stdin=subprocess.DEVNULL, env=env,
         stdout=subprocess.PIPE if capture else subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     peak = [0]
@@ -187,7 +195,8 @@ def measure(cmd: Sequence[str], cwd: Path, *, capture: bool = False, timeout: fl
     sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     # ru_maxrss of a reaped child already covers its own reaped children (Linux: KiB)
-    return Sample(wall, int(usage.ru_maxrss), max(peak[0], int(usage.ru_maxrss)), proc.returncode, out)
+    return Sample(wall, int(usage.ru_maxrss), max(peak[0], int(usage.ru_maxrss)), proc.returncode, out,
+                  cpu=usage.ru_utime + usage.ru_stime)
 
 
 def porter_cmd(*args: str) -> list[str]:
@@ -615,7 +624,7 @@ def render_markdown(rows: list[Row], trees: list[Tree], argv: Sequence[str], qui
     if quick:
         out += ["> `--quick` run: small development trees, one run each. Not a reference measurement.", ""]
     out += [f"Machine: {machine}.", "",
-           f"Command: `python benchmarks/run.py {' '.join(argv)}` (wall s = the median of "
+           f"Command: `python benchmarks/run.py --matrix {' '.join(argv)}` (wall s = the median of "
            "the row's runs).", "", "## Trees", "",
            "| tree | source | files | lines | by language |", "|---|---|---:|---:|---|"]
     for t in trees:
@@ -689,7 +698,7 @@ def build_trees(names: list[str], args: argparse.Namespace, scratch: Path) -> tu
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="benchmarks/run.py --matrix", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true",
                     help="small trees (fixtures ×2, C++ fixtures ×2), one repeat: for development and the smoke test")
@@ -715,7 +724,17 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The entry point: issue #14's targets (``benchmarks/targets.py``), or ``--matrix`` for the per-tree matrix."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "--matrix" not in argv:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import targets
+
+        return targets.main(argv)
+    return matrix_main([a for a in argv if a != "--matrix"])
+
+
+def matrix_main(argv: list[str]) -> int:
     args = parse_args(argv)
     names = [n.strip() for n in (args.trees or ("fixtures,cuda" if args.quick else "torch,transformers,fixtures,cuda"))
              .split(",") if n.strip()]

@@ -110,6 +110,7 @@ SLOWEST_CHILD = textwrap.dedent(
 )
 CHECK_FILES = 10
 KIB = 1024
+MATRIX_CACHE = "xdg-cache"  # porter's cache folder ($XDG_CACHE_HOME) inside the matrix's scratch folder
 
 
 # -- measuring one command ------------------------------------------------------------------
@@ -386,7 +387,11 @@ def pick_check_files(tree: Tree, n: int = CHECK_FILES) -> list[str]:
 
 
 def drop_cache(tree: Tree) -> None:
+    """Forget porter's cache: matrix_main points ``XDG_CACHE_HOME`` (where porter keeps it) into the scratch folder."""
     shutil.rmtree(tree.root / ".porter_cache", ignore_errors=True)
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if xdg and Path(xdg).name == MATRIX_CACHE:
+        shutil.rmtree(xdg, ignore_errors=True)
 
 
 def bench_tree(tree: Tree, opts: Options) -> list[Row]:
@@ -418,7 +423,7 @@ def bench_tree(tree: Tree, opts: Options) -> list[Row]:
                 baseline="hipify", files=tree.cpp_files)
         if opts.hipify:
             add_hipify(tree, opts, rows)
-    # warm: one run writes .porter_cache inside the scratch copy, the timed runs read it
+    # warm: one run writes porter's cache (in the scratch folder, see matrix_main), the timed runs read it
     warm = porter_cmd("audit", "--format", "json", "-j", str(opts.jobs), ".")
     prime = measure(warm, root)
     say(opts, f"audit priming run: {prime.wall:.2f} s")
@@ -748,6 +753,8 @@ def matrix_main(argv: list[str]) -> int:
     own_scratch = args.scratch is None
     scratch = Path(tempfile.mkdtemp(prefix="porter-bench-")) if own_scratch else args.scratch.resolve()
     scratch.mkdir(parents=True, exist_ok=True)
+    # porter keeps its cache under $XDG_CACHE_HOME: keep it in the scratch folder, away from the user's
+    os.environ["XDG_CACHE_HOME"] = str(scratch / MATRIX_CACHE)
     machine = machine_line()  # the load average is the one at the start
     print(f"machine: {machine}", file=sys.stderr)
     try:

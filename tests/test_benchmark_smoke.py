@@ -297,3 +297,22 @@ def test_identity_reports_a_failed_run(identity_mod) -> None:  # type: ignore[no
     assert not res.identical and "old: porter exited 2" in res.failure
     assert identity_mod.summary(b"porter: 3/3 files (100%), 9.1 files/s, 1 s\nporter: would fix 2 site(s)\n") == [
         b"porter: would fix 2 site(s)"]
+
+
+def test_materialise_a_mirror_that_lacks_a_blob(targets_mod, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # a fetched mirror may lack large files; git archive of HEAD then fails, so those files are left out
+    src = _tiny_tree(tmp_path)
+    bare = tmp_path / "bare"
+    git = ["git", "--git-dir", str(bare), "--work-tree", str(src)]
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "x", "--no-gpg-sign"],
+                   check=True)
+    sha = subprocess.run([*git, "rev-parse", "HEAD:pkg/util.py"], check=True, capture_output=True,
+                         text=True).stdout.strip()
+    (bare / "objects" / sha[:2] / sha[2:]).unlink()  # loose objects: a commit straight into the bare repo
+    assert targets_mod.missing_blobs(bare) == ["pkg/util.py"]
+    dest = tmp_path / "out"
+    origin = targets_mod.materialise_repo(bare, dest)
+    assert "without 1 file(s) the mirror lacks: pkg/util.py" in origin
+    assert [f for f in _files(dest) if not f.startswith(".git/")] == [f for f in TREE_FILES if f != "pkg/util.py"]

@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Benchmark porter against the baselines a user would compare it with.
 
+``python benchmarks/run.py [options]`` measures issue #14's targets side by side in one run, with
+CPU and wall seconds (see ``benchmarks/targets.py`` and ``--help``). ``python benchmarks/run.py
+--matrix [options]`` runs the older per-tree matrix described below.
+
 For every tree this measures wall time, files/s, lines/s and peak memory of
 
 * the porting playbook's ``grep -rn`` audit (Step 1, four pipelines run together): the floor;
@@ -17,9 +21,9 @@ the largest single process (``wait4``'s ``ru_maxrss``, which covers the process 
 descendant it reaped, i.e. the pool workers) and the peak of the whole process tree's summed
 RSS, sampled from ``/proc`` every 20 ms.
 
-    python benchmarks/run.py                      # torch, transformers, fixtures x20, C++ fixtures x20
-    python benchmarks/run.py --cuda-tree /tmp/bench/apex --cuda-tree /tmp/bench/flash-attn
-    python benchmarks/run.py --quick              # small trees, one repeat (development)
+    python benchmarks/run.py --matrix             # torch, transformers, fixtures x20, C++ fixtures x20
+    python benchmarks/run.py --matrix --cuda-tree /tmp/bench/apex --cuda-tree /tmp/bench/flash-attn
+    python benchmarks/run.py --matrix --quick     # small trees, one repeat (development)
 
 The plain-text table goes to stdout; ``--out`` receives the Markdown version for the README.
 """
@@ -71,12 +75,14 @@ HIPIFY_CHILD = textwrap.dedent(
     t0 = time.perf_counter()
     from torch.utils.hipify import hipify_python
     t1 = time.perf_counter()
+    c1 = time.process_time()
     with contextlib.redirect_stdout(io.StringIO()):
         res = hipify_python.hipify(project_directory=sys.argv[1], output_directory=sys.argv[1],
                                    includes=["*"], show_detailed=False, show_progress=False,
                                    is_pytorch_extension=True)
     t2 = time.perf_counter()
-    print(json.dumps({"import_s": t1 - t0, "hipify_s": t2 - t1, "files": len(res)}))
+    c2 = time.process_time()
+    print(json.dumps({"import_s": t1 - t0, "hipify_s": t2 - t1, "hipify_cpu_s": c2 - c1, "files": len(res)}))
     """
 )
 
@@ -104,6 +110,7 @@ SLOWEST_CHILD = textwrap.dedent(
 )
 CHECK_FILES = 10
 KIB = 1024
+MATRIX_CACHE = "xdg-cache"  # porter's cache folder ($XDG_CACHE_HOME) inside the matrix's scratch folder
 
 
 # -- measuring one command ------------------------------------------------------------------
@@ -116,6 +123,7 @@ class Sample:
     tree_rss_kib: int  # peak of the summed RSS of the command's process tree (sampled)
     rc: int
     stdout: str = ""
+    cpu: float = 0.0  # user + sys seconds of the process and every descendant it reaped (wait4's rusage)
 
 
 def _rss_kib(pid: int) -> int:
@@ -156,11 +164,12 @@ def _tree_rss_kib(pid: int) -> int:
     return total
 
 
-def measure(cmd: Sequence[str], cwd: Path, *, capture: bool = False, timeout: float = 3600.0) -> Sample:
+def measure(cmd: Sequence[str], cwd: Path, *, capture: bool = False, timeout: float = 3600.0,
+            env: dict[str, str] | None = None) -> Sample:
     """Run ``cmd``; wall time from spawn to reap, rusage of the whole process tree."""
     started = time.perf_counter()
     proc = subprocess.Popen(
-        list(cmd), cwd=cwd, stdin=subprocess.DEVNULL,
+        list(cmd), cwd=cwd, stdin=subprocess.DEVNULL, env=env,
         stdout=subprocess.PIPE if capture else subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     peak = [0]
@@ -187,7 +196,8 @@ def measure(cmd: Sequence[str], cwd: Path, *, capture: bool = False, timeout: fl
     sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     # ru_maxrss of a reaped child already covers its own reaped children (Linux: KiB)
-    return Sample(wall, int(usage.ru_maxrss), max(peak[0], int(usage.ru_maxrss)), proc.returncode, out)
+    return Sample(wall, int(usage.ru_maxrss), max(peak[0], int(usage.ru_maxrss)), proc.returncode, out,
+                  cpu=usage.ru_utime + usage.ru_stime)
 
 
 def porter_cmd(*args: str) -> list[str]:
@@ -377,7 +387,11 @@ def pick_check_files(tree: Tree, n: int = CHECK_FILES) -> list[str]:
 
 
 def drop_cache(tree: Tree) -> None:
+    """Forget porter's cache: matrix_main points ``XDG_CACHE_HOME`` (where porter keeps it) into the scratch folder."""
     shutil.rmtree(tree.root / ".porter_cache", ignore_errors=True)
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if xdg and Path(xdg).name == MATRIX_CACHE:
+        shutil.rmtree(xdg, ignore_errors=True)
 
 
 def bench_tree(tree: Tree, opts: Options) -> list[Row]:
@@ -409,7 +423,7 @@ def bench_tree(tree: Tree, opts: Options) -> list[Row]:
                 baseline="hipify", files=tree.cpp_files)
         if opts.hipify:
             add_hipify(tree, opts, rows)
-    # warm: one run writes .porter_cache inside the scratch copy, the timed runs read it
+    # warm: one run writes porter's cache (in the scratch folder, see matrix_main), the timed runs read it
     warm = porter_cmd("audit", "--format", "json", "-j", str(opts.jobs), ".")
     prime = measure(warm, root)
     say(opts, f"audit priming run: {prime.wall:.2f} s")
@@ -615,7 +629,7 @@ def render_markdown(rows: list[Row], trees: list[Tree], argv: Sequence[str], qui
     if quick:
         out += ["> `--quick` run: small development trees, one run each. Not a reference measurement.", ""]
     out += [f"Machine: {machine}.", "",
-           f"Command: `python benchmarks/run.py {' '.join(argv)}` (wall s = the median of "
+           f"Command: `python benchmarks/run.py --matrix {' '.join(argv)}` (wall s = the median of "
            "the row's runs).", "", "## Trees", "",
            "| tree | source | files | lines | by language |", "|---|---|---:|---:|---|"]
     for t in trees:
@@ -689,7 +703,7 @@ def build_trees(names: list[str], args: argparse.Namespace, scratch: Path) -> tu
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="benchmarks/run.py --matrix", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true",
                     help="small trees (fixtures ×2, C++ fixtures ×2), one repeat: for development and the smoke test")
@@ -715,7 +729,17 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The entry point: issue #14's targets (``benchmarks/targets.py``), or ``--matrix`` for the per-tree matrix."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "--matrix" not in argv:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import targets
+
+        return targets.main(argv)
+    return matrix_main([a for a in argv if a != "--matrix"])
+
+
+def matrix_main(argv: list[str]) -> int:
     args = parse_args(argv)
     names = [n.strip() for n in (args.trees or ("fixtures,cuda" if args.quick else "torch,transformers,fixtures,cuda"))
              .split(",") if n.strip()]
@@ -729,6 +753,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     own_scratch = args.scratch is None
     scratch = Path(tempfile.mkdtemp(prefix="porter-bench-")) if own_scratch else args.scratch.resolve()
     scratch.mkdir(parents=True, exist_ok=True)
+    # porter keeps its cache under $XDG_CACHE_HOME: keep it in the scratch folder, away from the user's
+    os.environ["XDG_CACHE_HOME"] = str(scratch / MATRIX_CACHE)
     machine = machine_line()  # the load average is the one at the start
     print(f"machine: {machine}", file=sys.stderr)
     try:

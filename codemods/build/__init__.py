@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from porter.findings import Applicability, Category, Severity
@@ -63,11 +64,12 @@ PYTHON_TOKENS = ("cpp_extension", "CUDAExtension", "nvcc", "extra_cuda_cflags")
 #   is written in the text and an import of `torch...` binds the name or a prefix of it.
 # String literals are LibCST's: each piece of an implicit concatenation on its own.
 _REPORTED_FLAGS = ((_EXACT | _WITH_ARG | set(_TRANSLATE)) - {"-t", "-code", "-keep", "-G", "-dc"})
-_NEEDLES = tuple(sorted(_REPORTED_FLAGS | set(_PREFIXES) | {"TORCH_CUDA_ARCH_LIST"}))
+# a string whose value holds none of these as a substring has no literal piece the visitor reports
+_NEEDLES = re.compile("|".join(map(re.escape, sorted(_REPORTED_FLAGS | set(_PREFIXES) | {"TORCH_CUDA_ARCH_LIST"}))))
 
 
 def _needle(value: str) -> bool:
-    return any(n in value for n in _NEEDLES)
+    return _NEEDLES.search(value) is not None
 
 
 def _reported_literal(value: str) -> bool:

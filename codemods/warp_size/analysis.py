@@ -276,9 +276,13 @@ def _to_findings(ctx: FileContext, sites: list[Site], a: Analyser) -> list[Findi
 
 # -- Python side: embedded CUDA sources (report only) and H20 -------------------------------------------
 _EMBEDDED = re.compile(r"__global__|__device__")
-_EMBEDDED_BYTES = re.compile(rb"__global__|__device__")
 _EMBEDDED_NOTE = (" (CUDA source embedded in a Python string: report only; patch the kernel source by hand or move "
                   "it to a .cu file)")
+
+
+def _embeds(value: str) -> bool:
+    """A literal's text can hold a kernel only when its value does (escapes never create one)."""
+    return "__global__" in value or "__device__" in value
 
 
 class WarpPyVisitor(AstVisitor):
@@ -301,7 +305,7 @@ class WarpPyVisitor(AstVisitor):
         for value in node.values:
             if isinstance(value, ast.Constant):
                 self._parts_of_fstring.add(id(value))
-                hit = hit or bool(_EMBEDDED.search(value.value))
+                hit = hit or _embeds(value.value)
         if hit:
             self._literals(node)
 
@@ -315,9 +319,9 @@ class WarpPyVisitor(AstVisitor):
     def visit_Constant(self, node: ast.Constant) -> None:
         value = node.value
         if isinstance(value, str):
-            if not _EMBEDDED.search(value) or id(node) in self._parts_of_fstring:
+            if not _embeds(value) or id(node) in self._parts_of_fstring:
                 return
-        elif not isinstance(value, bytes) or not _EMBEDDED_BYTES.search(value):
+        elif not isinstance(value, bytes) or (b"__global__" not in value and b"__device__" not in value):
             return
         self._literals(node)
 

@@ -57,6 +57,13 @@ def test_warp_python_side_needs_no_libcst_and_keeps_libcst_positions() -> None:
     assert all(f.message.endswith("move it to a .cu file)") for f in found if f.code != "PRT520")
 
 
+def test_warp_names_are_read_as_written() -> None:
+    # ast normalises identifiers (NFKC: fullwidth `ｗarps` is `warps`); LibCST read the source text
+    src = "u = ｗarps * 32\nv = Ｗ_WARPS * 32\n"
+    found, _ = _run("warp_size", src.replace("u =", "num_warps = 4\nu ="))
+    assert [f.line for f in found] == [3]
+
+
 def test_warp_family_has_no_libcst_visitor() -> None:
     fam = next(f for f in registry.families() if f.name == "warp_size")
     assert fam.python is None and fam.python_ast is not None

@@ -362,10 +362,15 @@ class WarpPyVisitor(AstVisitor):
         elif isinstance(op, ast.Mult):
             left, right = node.left, node.right
             if (_int(left) == 32 or _int(right) == 32) and any(
-                    isinstance(n, ast.Name) and "warp" in n.id.lower() for n in (left, right)):
+                    isinstance(n, ast.Name) and "warp" in self._written(n).lower() for n in (left, right)):
                 self.report(node, "PRT520", "`num_warps * 32` sizes threads in 32-lane warps on the Python side: "
                             "use the device's warp size (torch.cuda.get_device_properties(d).warp_size) for "
                             "physical-warp kernels.", fix=_NONE)
+
+
+    def _written(self, name: ast.Name) -> str:
+        """The identifier as written (``ast`` normalises identifiers, NFKC: ``ｗarps`` is ``warps``)."""
+        return self.code(name)
 
 
 def _int(node: ast.expr) -> int | None:

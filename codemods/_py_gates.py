@@ -53,8 +53,10 @@ def imports_module(ctx: PyContext, test: Callable[[str], bool]) -> bool:
 
 
 def literal_values(ctx: PyContext, node: ast.AST, contains: Callable[[str], bool]) -> Iterator[str]:
-    """Values of the plain string literals ``node`` (a ``Constant`` or ``JoinedStr``) is written as,
-    when ``contains`` holds on its ``ast`` value (for a ``JoinedStr``: on one of its text pieces).
+    """Candidate literal values of ``node`` (a ``Constant`` or ``JoinedStr``): a ``Constant``'s whole
+    value, then the values of the plain string literals the node is written as, when ``contains``
+    holds on its ``ast`` value (for a ``JoinedStr``: on one of its text pieces). Never fewer than
+    LibCST's literals, sometimes one more (a gate only needs a superset).
 
     ``contains`` must hold on every string that has a wanted literal value as a substring (a
     needle test): the literals are tokenized only for the few nodes it selects.
@@ -64,6 +66,9 @@ def literal_values(ctx: PyContext, node: ast.AST, contains: Callable[[str], bool
     if isinstance(node, ast.Constant):
         if not isinstance(node.value, str) or not contains(node.value):
             return
+        # the whole value first: it is the literal's own when the node is one literal, and it does
+        # not depend on ast's positions (unreliable for code inside f-string replacement fields)
+        yield node.value
     elif isinstance(node, ast.JoinedStr):
         if not any(isinstance(v, ast.Constant) and isinstance(v.value, str) and contains(v.value)
                    for v in node.values):

@@ -80,6 +80,10 @@ def test_build_gate_admits_flag_lists_and_flag_pieces() -> None:
     src = 'import cpp_extension_helper\nFLAGS = "--use_fast_math" " -O3"\n'
     found, parsed = _run("build", src)
     assert parsed and [f.code for f in found] == ["PRT841"]
+    # a flag literal inside an f-string's replacement field
+    src = "import cpp_extension_helper\nFLAGS = (f\"{x}\"\n         f\"\"\"{ '--use_fast_math' if y else ''}\"\"\")\n"
+    found, parsed = _run("build", src)
+    assert parsed and _spans(found) == [("PRT841", 3, 16, 3, 33)]
 
 
 def test_build_gate_admits_cuda_home_from_torch() -> None:

@@ -46,6 +46,7 @@ _TRANSLATE = {"-Xcompiler": "pass the host flags directly", "--compiler-options"
               "-dc": "use -fgpu-rdc", "--device-c": "use -fgpu-rdc", "-G": "device debug info differs on hipcc",
               "-dlto": "use -foffload-lto"}
 
+
 def nvcc_only(flag: str) -> bool:
     """True for a flag that only nvcc/ptxas understands and that hipcc can simply drop."""
     return flag in _EXACT or flag in _WITH_ARG or flag.startswith(_PREFIXES)

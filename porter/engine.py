@@ -23,12 +23,14 @@ class _NoParserError(Exception):
     """Stands for LibCST's parser error while LibCST is not loaded (nothing can raise it then)."""
 
 
-def _cst_error() -> type[Exception]:
-    """LibCST's ``ParserSyntaxError`` if LibCST is loaded (only a LibCST family or a fix loads it)."""
+def _cst_error() -> tuple[type[Exception], ...]:
+    """LibCST's parse errors if LibCST is loaded (only a LibCST family or a fix loads it): its
+    ``ParserSyntaxError``, and the ``CSTValidationError`` its parser raises on code CPython also
+    rejects (``"a" b"b"``)."""
     import sys
 
     mod = sys.modules.get("libcst")
-    return mod.ParserSyntaxError if mod is not None else _NoParserError
+    return (mod.ParserSyntaxError, mod.CSTValidationError) if mod is not None else (_NoParserError,)
 
 MAX_ROUNDS = 12
 
@@ -382,7 +384,7 @@ def _apply_batch(text: str, batch: Sequence[Finding], language: str, newline: st
 
 
 def _parse_errors() -> tuple[type[BaseException], ...]:
-    return (_cst_error(), SyntaxError, ValueError, RecursionError)
+    return (*_cst_error(), SyntaxError, ValueError, RecursionError)
 
 
 def _gate(before: str, after: str, batch: Sequence[Finding], gctx: Any) -> Any:

@@ -175,6 +175,13 @@ def test_linear_blockers_named() -> None:
     assert "sequence_parallel" in found[0].message and "get_rng_state_tracker" in found[1].message
 
 
+def test_blocker_with_a_computed_value_is_elided() -> None:
+    # the message named the non-literal's sentinel (`<object object at 0x...>`): a new text every run
+    src = "import transformer_engine.pytorch as te\na = te.Linear(4, 4, sequence_parallel=cfg.sp)\n"
+    (f,) = findings(src, family=FAMILY)
+    assert "`sequence_parallel=…`" in f.message and "object at" not in f.message
+
+
 LNL = """import torch
 import transformer_engine.pytorch as te
 

@@ -143,3 +143,13 @@ def test_target_code_is_never_executed(tmp_path: Path) -> None:
         for args in (("audit",), ("check",), ("apply", "--dry-run"), ("apply",), ("migrate", "--dry-run")):
             subprocess.run([*launcher, *args, "."], cwd=tmp_path, capture_output=True, timeout=300, check=False)
     assert not marker.exists(), marker.read_text()
+
+
+def test_str_bytes_concatenation_is_a_syntax_finding_not_a_crash() -> None:
+    # CPython rejects it, so LibCST decides; its parser raises CSTValidationError, not
+    # ParserSyntaxError: that was an internal error ending the whole run
+    from porter.testing import findings
+
+    found = findings('import torch\nx = "a" b"b"\ny = torch.cuda.is_available()\n', "m.py")
+    assert [(f.code, f.message) for f in found] == [
+        ("PRT001", "syntax error: Cannot concatenate string and bytes.; file skipped")]

@@ -31,9 +31,14 @@ Design decisions:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from porter.config import Option
 from porter.findings import Applicability, Category
 from porter.framework import Family, rule
+
+if TYPE_CHECKING:
+    from porter.framework import PyContext
 
 NAME = "apex"
 SAFE, UNSAFE, NONE = Applicability.SAFE, Applicability.UNSAFE, Applicability.NONE
@@ -214,6 +219,22 @@ RULES = (
 )
 
 
+# The exact gate of ApexVisitor. Its report sites and what each needs:
+# - calls and references (PRT300-PRT353 rewrites and flags, PRT334 amp, PRT390, PRT398): a name whose
+#   head is bound by an import and that resolves to `apex.*` (every key of its API tables starts with
+#   `apex.`), hence an import statement of `apex` or one of its submodules;
+# - PRT397 (an apex class named by a string, or `name.startswith("apex.")` dispatch): one string literal
+#   (a piece of an implicit concatenation counts alone) whose value starts with `apex`.
+# A file that only says "apex" in a comment, a word of a docstring or an identifier is not LibCST-parsed.
+def python_gate(ctx: PyContext) -> bool:
+    """Can ApexVisitor report on this file? (exact: see the derivation above)"""
+    from porter.codemods._py_gates import any_literal, imports_module
+
+    if imports_module(ctx, lambda m: m.split(".")[0] == "apex"):
+        return True
+    return any_literal(ctx, lambda v: "apex" in v, lambda v: v.startswith("apex"))
+
+
 FAMILY = Family(
     name=NAME,
     title="apex → torch.optim, torch.nn norms, torch DDP and torch.amp",
@@ -221,6 +242,7 @@ FAMILY = Family(
     rules=RULES,
     tokens=("apex",),
     python="porter.codemods.apex.visitor:ApexVisitor",
+    python_gate="porter.codemods.apex:python_gate",
     checkers={"yaml": "porter.codemods.apex.visitor:check_yaml"},
     description="Replaces NVIDIA apex's fused optimizers, norms, parallel wrappers and contrib helpers by "
     "their torch equivalents where the math is the same, binding arguments by apex's signatures and "

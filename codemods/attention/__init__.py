@@ -8,8 +8,13 @@ the argument or condition that blocked it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from porter.findings import Applicability, Category, Severity
 from porter.framework import Family, rule
+
+if TYPE_CHECKING:
+    from porter.framework import PyContext
 
 NAME = "attention"
 
@@ -170,6 +175,23 @@ RULES = (
 )
 
 
+# The exact gate of AttentionVisitor: every finding it reports comes from a call whose callee (or the
+# `self.<attr>` binding it goes through, PRT1xx/PRT2xx alike) resolves through the file's imports to
+# a qualified name starting with `flash_attn` (flash_attn, flash_attn_interface...) or `xformers.`;
+# the import index resolves a name only through an import statement, and a resolved name keeps the
+# imported module as its prefix. No such import statement anywhere in the file: nothing to report
+# (a file that only mentions xformers or flash_attn in a string or a comment is not LibCST-parsed).
+def _attention_module(module: str) -> bool:
+    return module.startswith("flash_attn") or module.split(".")[0] == "xformers"
+
+
+def python_gate(ctx: PyContext) -> bool:
+    """Can AttentionVisitor report on this file? (exact: see the derivation above)"""
+    from porter.codemods._py_gates import imports_module
+
+    return imports_module(ctx, _attention_module)
+
+
 FAMILY = Family(
     name=NAME,
     title="flash-attn and xformers attention to PyTorch SDPA",
@@ -177,6 +199,7 @@ FAMILY = Family(
     rules=RULES,
     tokens=("flash_attn", "xformers"),
     python="porter.codemods.attention.visitor:AttentionVisitor",
+    python_gate="porter.codemods.attention:python_gate",
     description="Rewrites flash-attn and xformers attention calls to "
     "`torch.nn.functional.scaled_dot_product_attention` (softcap/ALiBi to `flex_attention`), which "
     "run on NVIDIA and AMD, replaces flash-attn's attention modules with parameter-free SDPA classes, "

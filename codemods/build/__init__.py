@@ -14,15 +14,94 @@
 
 from __future__ import annotations
 
+import re
+from typing import TYPE_CHECKING
+
 from porter.config import Option
 from porter.findings import Applicability, Category, Severity
 from porter.framework import Family, rule
+
+if TYPE_CHECKING:
+    from porter.framework import PyContext
 
 NAME = "build"
 SAFE, UNSAFE, NONE = Applicability.SAFE, Applicability.UNSAFE, Applicability.NONE
 DEFAULT_IMAGE = "rocm/pytorch:latest"
 DEVICE_FLAGS = ("--device=/dev/kfd --device=/dev/dri --group-add video --ipc=host "
                 "--security-opt seccomp=unconfined --shm-size=16G")
+
+_WITH_ARG = {"-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code", "-Xptxas",
+             "--ptxas-options", "-maxrregcount", "--maxrregcount", "-t", "--threads", "-Xfatbin",
+             "--fatbin-options", "-Xnvlink", "--nvlink-options"}
+_PREFIXES = tuple(f + "=" for f in _WITH_ARG) + ("-arch=", "-gencode=")
+_EXACT = {"--use_fast_math", "-use_fast_math", "--expt-relaxed-constexpr", "-expt-relaxed-constexpr",
+          "--expt-extended-lambda", "-expt-extended-lambda", "--extended-lambda", "-extended-lambda",
+          "-lineinfo", "--generate-line-info", "--resource-usage", "-res-usage", "-allow-unsupported-compiler",
+          "--allow-unsupported-compiler", "--ftz=true", "--ftz=false", "-ftz=true", "-ftz=false",
+          "--prec-div=true", "--prec-div=false", "-prec-div=true", "-prec-div=false", "--prec-sqrt=true",
+          "--prec-sqrt=false", "-prec-sqrt=true", "-prec-sqrt=false", "--fmad=true", "--fmad=false",
+          "-fmad=true", "-fmad=false", "--keep", "-keep", "--source-in-ptx"}
+_TRANSLATE = {"-Xcompiler": "pass the host flags directly", "--compiler-options": "pass the host flags directly",
+              "-ccbin": "hipcc picks its own host compiler", "--compiler-bindir": "hipcc picks its own host compiler",
+              "-rdc=true": "use -fgpu-rdc", "--relocatable-device-code=true": "use -fgpu-rdc",
+              "-dc": "use -fgpu-rdc", "--device-c": "use -fgpu-rdc", "-G": "device debug info differs on hipcc",
+              "-dlto": "use -foffload-lto"}
+
+
+def nvcc_only(flag: str) -> bool:
+    """True for a flag that only nvcc/ptxas understands and that hipcc can simply drop."""
+    return flag in _EXACT or flag in _WITH_ARG or flag.startswith(_PREFIXES)
+
+
+# -- the exact gate of the LibCST visitor (BuildVisitor) ---------------------------------------------
+# Python pre-filter: the visitor reports nothing unless the text holds one of these (its `active` test).
+PYTHON_TOKENS = ("cpp_extension", "CUDAExtension", "nvcc", "extra_cuda_cflags")
+# Every report site of BuildVisitor, and what it needs in the file:
+# - PRT840 (an nvcc flag list, rewritten or flagged): a `"nvcc"` dict key or an `nvcc=` /
+#   `extra_cuda_cflags=` keyword argument; names and lists reach `_nvcc_list` only from there.
+# - PRT841 (a flag string outside such a list): one string literal whose value is an nvcc-only flag
+#   other than -t/-code/-keep, or a translated flag other than -G/-dc (`visit_SimpleString`).
+# - PRT842: one string literal whose value is "TORCH_CUDA_ARCH_LIST".
+# - PRT843: a name `CUDA_HOME` that resolves to torch.utils.cpp_extension.CUDA_HOME: the identifier
+#   is written in the text and an import of `torch...` binds the name or a prefix of it.
+# String literals are LibCST's: each piece of an implicit concatenation on its own.
+_REPORTED_FLAGS = ((_EXACT | _WITH_ARG | set(_TRANSLATE)) - {"-t", "-code", "-keep", "-G", "-dc"})
+# a string whose value holds none of these as a substring has no literal piece the visitor reports
+_NEEDLES = re.compile("|".join(map(re.escape, sorted(_REPORTED_FLAGS | set(_PREFIXES) | {"TORCH_CUDA_ARCH_LIST"}))))
+
+
+def _needle(value: str) -> bool:
+    return _NEEDLES.search(value) is not None
+
+
+def _reported_literal(value: str) -> bool:
+    if value == "TORCH_CUDA_ARCH_LIST":
+        return True
+    if nvcc_only(value):
+        return value not in ("-t", "-code", "-keep")
+    return value in _TRANSLATE and value not in ("-G", "-dc")
+
+
+def python_gate(ctx: PyContext) -> bool:
+    """Can BuildVisitor report on this file? (exact: see the derivation above)"""
+    import ast
+
+    from porter.codemods._py_gates import imports_module, literal_values
+
+    if "CUDA_HOME" in ctx.text and imports_module(ctx, lambda m: m.split(".")[0] == "torch"):
+        return True
+    for node in ast.walk(ctx.tree):
+        if isinstance(node, ast.keyword):
+            if node.arg in ("nvcc", "extra_cuda_cflags"):
+                return True
+        elif isinstance(node, ast.Dict):
+            if any(isinstance(k, ast.Constant) and k.value == "nvcc" for k in node.keys):
+                return True
+        elif isinstance(node, (ast.Constant, ast.JoinedStr)):
+            if any(_reported_literal(v) for v in literal_values(ctx, node, _needle)):
+                return True
+    return False
+
 
 RULES = (
     rule("PRT840", "nvcc-flags-for-hipcc", NAME,
@@ -102,7 +181,9 @@ FAMILY = Family(
     rules=RULES,
     tokens=("nvcc", "CUDAExtension", "cpp_extension", "TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "nvidia", "nvcr.io",
             "--gpus", "NVIDIA_", "download.pytorch.org", "+cu"),
+    python_tokens=PYTHON_TOKENS,
     python="porter.codemods.build.visitor:BuildVisitor",
+    python_gate="porter.codemods.build:python_gate",
     checkers={"shell": "porter.codemods.build.visitor:check_shell", "yaml": "porter.codemods.build.visitor:check_yaml", "dockerfile": "porter.codemods.build.visitor:check_dockerfile"},
     description="Gates nvcc-only flags of CUDAExtension builds on `torch.version.hip`, points pip commands in "
     "scripts at the ROCm wheel index, and (with --unsafe-fixes) swaps NGC PyTorch base images and `--gpus all` "

@@ -27,34 +27,21 @@ from porter.codemods._deps_catalog import (
     rocm_index,
     rocm_index_problem,
 )
-from porter.codemods.build import DEFAULT_IMAGE, DEVICE_FLAGS, NAME, NONE, SAFE, UNSAFE
+from porter.codemods.build import (
+    _TRANSLATE,
+    _WITH_ARG,
+    DEFAULT_IMAGE,
+    DEVICE_FLAGS,
+    NAME,
+    NONE,
+    SAFE,
+    UNSAFE,
+    nvcc_only,
+)
 from porter.findings import Finding
 from porter.framework import FileContext, PyContext, PyVisitor
 
 # -- nvcc flags -------------------------------------------------------------------------------------
-
-_WITH_ARG = {"-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code", "-Xptxas",
-             "--ptxas-options", "-maxrregcount", "--maxrregcount", "-t", "--threads", "-Xfatbin",
-             "--fatbin-options", "-Xnvlink", "--nvlink-options"}
-_PREFIXES = tuple(f + "=" for f in _WITH_ARG) + ("-arch=", "-gencode=")
-_EXACT = {"--use_fast_math", "-use_fast_math", "--expt-relaxed-constexpr", "-expt-relaxed-constexpr",
-          "--expt-extended-lambda", "-expt-extended-lambda", "--extended-lambda", "-extended-lambda",
-          "-lineinfo", "--generate-line-info", "--resource-usage", "-res-usage", "-allow-unsupported-compiler",
-          "--allow-unsupported-compiler", "--ftz=true", "--ftz=false", "-ftz=true", "-ftz=false",
-          "--prec-div=true", "--prec-div=false", "-prec-div=true", "-prec-div=false", "--prec-sqrt=true",
-          "--prec-sqrt=false", "-prec-sqrt=true", "-prec-sqrt=false", "--fmad=true", "--fmad=false",
-          "-fmad=true", "-fmad=false", "--keep", "-keep", "--source-in-ptx"}
-_TRANSLATE = {"-Xcompiler": "pass the host flags directly", "--compiler-options": "pass the host flags directly",
-              "-ccbin": "hipcc picks its own host compiler", "--compiler-bindir": "hipcc picks its own host compiler",
-              "-rdc=true": "use -fgpu-rdc", "--relocatable-device-code=true": "use -fgpu-rdc",
-              "-dc": "use -fgpu-rdc", "--device-c": "use -fgpu-rdc", "-G": "device debug info differs on hipcc",
-              "-dlto": "use -foffload-lto"}
-
-
-def nvcc_only(flag: str) -> bool:
-    """True for a flag that only nvcc/ptxas understands and that hipcc can simply drop."""
-    return flag in _EXACT or flag in _WITH_ARG or flag.startswith(_PREFIXES)
-
 
 def _translate(flag: str) -> str | None:
     if flag in _TRANSLATE:

@@ -16,8 +16,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from porter.findings import Applicability, Category
 from porter.framework import Family, rule
+
+if TYPE_CHECKING:
+    from porter.framework import PyContext
 
 NAME = "fp8"
 TE = "transformer_engine.pytorch"
@@ -193,6 +198,17 @@ RULES = (
 )
 
 
+# The exact gate of Fp8Visitor: every report (PRT600-PRT620) is at a call, attribute, argument or
+# assigned value whose qualified name, resolved through the file's imports, starts with
+# `transformer_engine.pytorch.` or `transformer_engine.common.recipe.`: the import index resolves a
+# name only through an import statement, so the file must import `transformer_engine` or a submodule.
+def python_gate(ctx: PyContext) -> bool:
+    """Can Fp8Visitor report on this file? (exact: see the derivation above)"""
+    from porter.codemods._py_gates import imports_module
+
+    return imports_module(ctx, lambda m: m.split(".")[0] == "transformer_engine")
+
+
 FAMILY = Family(
     name=NAME,
     title="Transformer Engine → torch.nn modules (FP8 via torchao.float8)",
@@ -200,6 +216,7 @@ FAMILY = Family(
     rules=RULES,
     tokens=("transformer_engine",),
     python="porter.codemods.fp8.visitor:Fp8Visitor",
+    python_gate="porter.codemods.fp8:python_gate",
     description="Replaces Transformer Engine's Linear, LayerNorm and RMSNorm with torch.nn modules and "
     "LayerNormLinear with an inserted torch module that keeps TE's parameter names, keeping their device "
     "(`cuda`), eps and initialisation, and drops disabled FP8 autocast contexts. With "

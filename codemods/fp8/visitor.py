@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from porter.codemods._quant_common import (
+    UNKNOWN,
     Bound,
     bind,
     comments_of,
@@ -399,6 +400,6 @@ def src_value(b: Bound, name: str) -> str:
     if value is None:
         return ""
     v = literal(value)
-    return repr(v) if v is not None or is_literal(value, None) else "…"
+    return "…" if v is UNKNOWN else repr(v)  # a computed value is elided, never the sentinel's repr
 
 

@@ -22,6 +22,7 @@ Option ``header-dir``: where ``porter_warp.h`` is created (default: next to each
 
 from __future__ import annotations
 
+import ast
 import posixpath
 import re
 from collections.abc import Sequence
@@ -29,15 +30,15 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-import libcst as cst
-
 from porter.codemods._warp_analysis import HEADER, LOGICAL, PHYSICAL, Analyser, Site, analyse
 from porter.codemods._warp_hip_alias import broadcast_aliases, call_sites
 from porter.codemods._warp_preproc import CUDA, HIP, scan
 from porter.codemods._warp_reach import OVERLOAD_DECL, hip_unreached_headers
 from porter.codemods.warp_size import _I, _NONE, NAME
 from porter.findings import Category, Edit, Finding
-from porter.framework import FileContext, PyVisitor
+from porter.framework import FileContext, PyContext
+from porter.pyast import AstVisitor
+from porter.pyast_strings import Literal, literal_parts
 
 
 @lru_cache(maxsize=1)
@@ -275,61 +276,105 @@ def _to_findings(ctx: FileContext, sites: list[Site], a: Analyser) -> list[Findi
 
 # -- Python side: embedded CUDA sources (report only) and H20 -------------------------------------------
 _EMBEDDED = re.compile(r"__global__|__device__")
+_EMBEDDED_NOTE = (" (CUDA source embedded in a Python string: report only; patch the kernel source by hand or move "
+                  "it to a .cu file)")
 
 
-class WarpPyVisitor(PyVisitor):
+def _embeds(value: str) -> bool:
+    """A literal's text can hold a kernel only when its value does (escapes never create one)."""
+    return "__global__" in value or "__device__" in value
+
+
+class WarpPyVisitor(AstVisitor):
+    """H20 arithmetic and CUDA kernels embedded in string literals, on the stdlib-``ast`` tier.
+
+    Each literal of an implicit concatenation is analysed on its own (``"a" "b"`` holds two
+    sources), at the offsets of its text as written: a literal without escapes (or a raw one) is
+    analysed verbatim and its sites keep their exact columns; one whose escapes change the
+    text is analysed by value and its sites sit at the literal's start.
+    """
+
     family = NAME
 
-    def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        raw = node.value
+    def __init__(self, ctx: PyContext) -> None:
+        super().__init__(ctx)
+        self._parts_of_fstring: set[int] = set()  # the literal pieces ast keeps inside a JoinedStr
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+        hit = False
+        for value in node.values:
+            if isinstance(value, ast.Constant):
+                self._parts_of_fstring.add(id(value))
+                hit = hit or _embeds(value.value)
+        if hit:
+            self._literals(node)
+
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> None:
+        if node.format_spec is not None:  # a format spec's text is no string literal of its own
+            for value in node.format_spec.values:
+                if isinstance(value, ast.Constant):
+                    self._parts_of_fstring.add(id(value))
+            self._parts_of_fstring.add(id(node.format_spec))
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        value = node.value
+        if isinstance(value, str):
+            if not _embeds(value) or id(node) in self._parts_of_fstring:
+                return
+        elif not isinstance(value, bytes) or (b"__global__" not in value and b"__device__" not in value):
+            return
+        self._literals(node)
+
+    def _literals(self, node: ast.AST) -> None:
+        if id(node) in self._parts_of_fstring:
+            return
+        for lit in literal_parts(self.ctx, node):
+            self._embedded(lit)
+
+    def _embedded(self, lit: Literal) -> None:
+        raw = lit.text
         if not _EMBEDDED.search(raw):
             return
-        prefix_len = len(node.prefix)
-        quote = node.quote
+        prefix_len = 0
+        while prefix_len < len(raw) and raw[prefix_len] not in "'\"":
+            prefix_len += 1
+        prefix = raw[:prefix_len]
+        quote = raw[prefix_len : prefix_len + 3] if raw[prefix_len : prefix_len + 3] in ('"""', "'''") else raw[prefix_len]
         body = raw[prefix_len + len(quote) : len(raw) - len(quote)]
-        start, _end = self.span(node)
-        exact = "r" in node.prefix.lower() or "\\" not in body
-        try:
-            text = body if exact else node.evaluated_value
-        except Exception:  # noqa: BLE001 - an odd literal: skip it
-            return
+        exact = "r" in prefix.lower() or "\\" not in body
+        text = body if exact else lit.value
         if not isinstance(text, str):
             return
-        a = analyse(text, LOGICAL)
+        start = lit.start
         base = start + prefix_len + len(quote)
-        for s in a.sites:
-            if exact:
-                s_start, s_end = base + s.start, base + s.end
-            else:
-                s_start, s_end = start, start
-            self.findings.append(self.ctx.finding(
-                s.code, s.message + " (CUDA source embedded in a Python string: report only; patch the kernel "
-                "source by hand or move it to a .cu file)", s_start, s_end))
+        for s in analyse(text, LOGICAL).sites:
+            s_start, s_end = (base + s.start, base + s.end) if exact else (start, start)
+            self.findings.append(self.ctx.finding(s.code, s.message + _EMBEDDED_NOTE, s_start, s_end))
 
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        op = node.operator
-        if isinstance(op, cst.FloorDivide) and _int(node.right) == 32:
-            left = node.left
-            inner = left
-            if isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, cst.Add) and _int(inner.right) == 31:
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        op = node.op
+        if isinstance(op, ast.FloorDiv) and _int(node.right) == 32:
+            inner = node.left
+            if isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.Add) and _int(inner.right) == 31:
                 self.report(node, "PRT520", "`(n + 31) // 32` counts 32-lane warps or 32-bit mask words on the "
                             "Python side: it must follow the kernels' warp size (64-bit masks on HIP wave64).",
                             fix=_NONE)
-        elif isinstance(op, cst.Multiply):
-            names = [n for n in (node.left, node.right) if isinstance(n, cst.Name)]
-            ints = [_int(n) for n in (node.left, node.right)]
-            if 32 in ints and any("warp" in n.value.lower() for n in names):
+        elif isinstance(op, ast.Mult):
+            left, right = node.left, node.right
+            if (_int(left) == 32 or _int(right) == 32) and any(
+                    isinstance(n, ast.Name) and "warp" in self._written(n).lower() for n in (left, right)):
                 self.report(node, "PRT520", "`num_warps * 32` sizes threads in 32-lane warps on the Python side: "
                             "use the device's warp size (torch.cuda.get_device_properties(d).warp_size) for "
                             "physical-warp kernels.", fix=_NONE)
 
 
-def _int(node: cst.BaseExpression) -> int | None:
-    if isinstance(node, cst.Integer):
-        try:
-            return int(node.value.replace("_", ""), 0)
-        except ValueError:
-            return None
+    def _written(self, name: ast.Name) -> str:
+        """The identifier as written (``ast`` normalises identifiers, NFKC: ``ｗarps`` is ``warps``)."""
+        return self.code(name)
+
+
+def _int(node: ast.expr) -> int | None:
+    """The value of an integer literal (not a bool), else None."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
     return None
-
-

@@ -178,7 +178,9 @@ def test_jobs_are_capped_at_cpus_and_files(tmp_path: Path, monkeypatch: pytest.M
         def map(self, fn, items, chunksize=1):  # noqa: ANN001, ANN201
             return [fn(i) for i in items]
 
-    monkeypatch.setattr(runner, "ProcessPoolExecutor", FakePool)
+    import concurrent.futures
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", FakePool)  # the runner imports it when it pools
     monkeypatch.setattr(runner, "usable_cpus", lambda: 2)
     settings = from_table({"jobs": 150}, Settings(cache=False))
     result = runner.run(tmp_path, [tmp_path], settings, "audit", use_cache=False)

@@ -133,3 +133,13 @@ def test_a_python_file_no_family_can_match_is_not_parsed(tmp_path: Path, monkeyp
     (tmp_path / "plain.py").write_text("def f(x):\n    return x + 1\n")
     assert _audit(tmp_path, cache=False).findings == []
     assert calls == []
+
+
+def test_finding_messages_cite_nothing_outside_the_repository() -> None:
+    # messages once pointed at numbered traps of a document the repository does not contain
+    import re
+
+    fixtures = Path(__file__).parent / "fixtures"
+    result = runner.run(fixtures, [fixtures], Settings(cache=False), "audit", jobs=1)
+    cited = [f"{f.path}:{f.line} {f.message}" for f in result.findings if re.search(r"\btrap \d|§|spec/", f.message)]
+    assert not cited, cited

@@ -153,7 +153,7 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
             return
         if qual and qual.startswith("torchao.quantization.") and qual.rsplit(".", 1)[-1] in REMOVED_FACTORIES:
             old = qual.rsplit(".", 1)[-1]
-            self._flag(node, "PRT423", f"torchao `{old}()` was removed (trap 30); use "
+            self._flag(node, "PRT423", f"torchao `{old}()` was removed (before torchao 0.18); use "
                        f"`{REMOVED_FACTORIES[old]}(...)` from torchao.quantization — its defaults differ "
                        "(version=2 tensor layout), so check the arguments by hand")
             return
@@ -463,7 +463,7 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
             value = literal(b.value("quant_type"))
             qtype = value if value in ("fp4", "nf4") else None
         else:
-            qtype = "fp4"  # bnb's default (trap 21), not nf4
+            qtype = "fp4"  # bnb's default, not nf4
         compute = ("fp32 compute (compute_dtype=None)" if not b.has("compute_dtype")
                    or is_literal(b.value("compute_dtype"), None) else
                    f"compute dtype {src(self.ctx, b.value('compute_dtype'))}")
@@ -603,7 +603,7 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
         moved_note = (" with " + ", ".join(f"`{a.keyword.value}`" for a in moved if a.keyword is not None)
                       + " moved into the config" if moved else "")
         self.report(first, "PRT420", f"{kwname}=True was removed from from_pretrained in transformers v5 "
-                    f"(trap 22) → quantization_config=BitsAndBytesConfig({kwname}=True){moved_note}: the same "
+                    f"→ quantization_config=BitsAndBytesConfig({kwname}=True){moved_note}: the same "
                     "bitsandbytes quantization (exact)",
                     replacement=f"quantization_config={cfg}({', '.join(inner)})", fix=Applicability.SAFE,
                     edits=tuple(edits), add_imports=imports,
@@ -759,7 +759,7 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
             hint = TORCHAO_STRING_TYPES.get(value)
             advice = f"quant_type={hint}" if hint else "an AOBaseConfig instance from torchao.quantization"
             self._flag(arg, "PRT422", f"TorchAoConfig({value!r}): transformers 5 accepts only config "
-                       f"instances (trap 22); pass {advice} and move quant_type_kwargs into it")
+                       f"instances; pass {advice} and move quant_type_kwargs into it")
 
 
 PEFT_KBIT = {"prepare_model_for_kbit_training", "prepare_model_for_int8_training"}

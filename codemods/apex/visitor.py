@@ -1,32 +1,5 @@
-"""NVIDIA apex → portable PyTorch (PRT300–PRT399).
-
-apex's fused optimizers, norms, ``amp``, ``parallel`` and a few ``contrib`` modules need
-apex's CUDA extensions. This family rewrites the calls whose torch replacement is exact
-and reports every other apex site with the reason it was not
-rewritten.
-
-Design decisions:
-
-- **FusedAdam and parameter dtypes.** apex keeps Adam moments in fp32 for fp16/bf16
-  parameters; torch keeps them in the parameter dtype. porter cannot see
-  parameter dtypes, so the FusedAdam rewrite is an UNSAFE fix by default. A project that
-  trains fp32 parameters (including apex amp O1, where parameters stay fp32) asserts it
-  with ``[tool.porter.apex] assume-fp32-params = true``; the fix is then SAFE, unless the
-  file itself casts to half/bfloat16, where it stays UNSAFE.
-- **Arguments that only tune speed or memory** (``set_grad_none``, ``memory_efficient``,
-  ``message_size``, ``delay_allreduce``...) are dropped, but only when their expression has
-  no side effects; otherwise the site is flagged.
-- **Keywords are emitted in the order the source evaluated them**; changed defaults are
-  appended explicitly.
-- **Norms and autocast.** apex norms return the autocast dtype under autocast, torch norms
-  fp32. Norm rewrites are SAFE (same values, a note in the message) unless the
-  file itself uses autocast, where the dtype change is observable: then UNSAFE.
-- **Gated imports stay.** An ``import apex...`` inside ``try/except ImportError`` also sets
-  availability flags (``has_apex = True``); porter rewrites the calls but never removes such
-  an import, so the flags keep their meaning.
-- **apex amp** is flagged with a checklist (its only exact rewrite is ``master_params``):
-  O1's per-op cast lists differ from autocast (APPROX) and a GradScaler must be threaded
-  through the training loop by hand; O2/O3 have no torch equivalent.
+"""The apex family's visitors and checkers; its rules, options and pre-filters are declared
+in ``porter.codemods.apex`` (``__init__.py``), which describes what the family does.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""flash-attn and xformers attention → ``torch.nn.functional.scaled_dot_product_attention``.
-
-Rules PRT100–PRT199 cover flash-attn, PRT200–PRT299 xformers. A call is rewritten only when the rewrite is exact under conditions this module
-checks statically (arguments bound by the *source* signature, literal options, provable
-sequence lengths, the repo's pinned flash-attn version); every other call is reported with
-the argument or condition that blocked it.
+"""The attention family's visitors and checkers; its rules, options and pre-filters are declared
+in ``porter.codemods.attention`` (``__init__.py``), which describes what the family does.
 """
 
 from __future__ import annotations

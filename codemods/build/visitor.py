@@ -1,15 +1,5 @@
-"""Build flags and containers: nvcc flags in CUDAExtension builds, Dockerfiles, launch scripts.
-
-- ``CUDAExtension(..., extra_compile_args={"nvcc": [...]})``: on a ROCm build of torch,
-  ``torch.utils.cpp_extension`` hipifies the sources itself and hands the ``"nvcc"`` list
-  to hipcc (only ``-D...CUDA...`` flags are renamed). hipcc (clang) rejects nvcc-only
-  flags such as ``-gencode``, ``-arch=sm_80``, ``--use_fast_math`` or ``-Xptxas``. porter
-  gates the list on ``torch.version.hip``: the CUDA branch keeps the original list byte
-  for byte, the ROCm branch drops the flags that only steer nvcc/ptxas. The ROCm target
-  comes from ``PYTORCH_ROCM_ARCH`` (torch's counterpart of ``TORCH_CUDA_ARCH_LIST``).
-- Dockerfiles: NVIDIA base images, NVIDIA container-runtime variables.
-- Shell scripts and CI/launch YAML: ``docker run --gpus``, ``nvidia-smi``, pip commands
-  that use the CUDA wheel index or ``+cuNNN`` torch pins.
+"""The build family's visitors and checkers; its rules, options and pre-filters are declared
+in ``porter.codemods.build`` (``__init__.py``), which describes what the family does.
 """
 
 from __future__ import annotations

@@ -1,21 +1,5 @@
-"""Dependency manifests: CUDA wheel indexes, ``+cuNNN`` pins, CUDA-only packages, torchao.
-
-Runs on requirements*/constraints* files, ``pyproject.toml`` (PEP 621, dependency groups,
-Poetry, uv/Poetry package sources), ``setup.cfg``, ``environment.yml`` and ``setup.py``
-(parsed, never executed). Manifests are processed in the second phase of a run, so the
-family knows which modules the repository's Python still imports (``ctx.facts.imports``)
-and which rewrites were applied (``ctx.facts.applied``):
-
-- a CUDA-only package (flash-attn, xformers, apex, bitsandbytes, Transformer Engine,
-  DALI, pynvml) is dropped only when no Python file imports it any more; otherwise it is
-  reported with the reason and the portable route;
-- ``torchao`` is added only when a fix applied in this run and sub-project emits torchao
-  (``ctx.facts.extra["needs"]``, recorded by the semantic gate), and only next to an existing
-  ``torch`` requirement; a pin that excludes the release an applied fix needs is raised
-  (PRT812, unsafe).
-
-Every edit is an exact-offset text edit: untouched lines, comments and formatting stay
-byte-identical. Requirement text is parsed with :mod:`packaging`.
+"""The dependencies family's visitors and checkers; its rules, options and pre-filters are declared
+in ``porter.codemods.dependencies`` (``__init__.py``), which describes what the family does.
 """
 
 from __future__ import annotations

@@ -1,17 +1,5 @@
-"""NVIDIA Transformer Engine → torch.nn modules, and its FP8 autocast (PRT600-PRT699).
-
-- ``te.Linear`` → ``torch.nn.Linear`` with ``device="cuda"`` kept (TE allocates on the GPU) and TE's
-  initialisation written out after the assignment (weight ~ N(0, 0.023) or the given
-  ``init_method``, zero bias): SAFE under static conditions (no tensor/sequence
-  parallelism, no userbuffers, ``return_bias=False``...). Where no statement can follow the call
-  (inside a list, a call argument) the swap is UNSAFE: nn.Linear's kaiming init differs.
-- ``te.LayerNorm``/``te.RMSNorm`` → ``torch.nn.LayerNorm``/``RMSNorm`` with eps and device written out;
-  flagged when ``zero_centered_gamma`` is set (TE stores γ-1).
-- ``te.LayerNormLinear`` → a ``PorterLayerNormLinear`` class inserted into the file that keeps TE's
-  parameter names (``layer_norm_weight``...) and init (SAFE under the same conditions as Linear).
-- ``te.fp8_autocast``/``te.autocast``: ``enabled=False`` → ``contextlib.nullcontext()`` (SAFE);
-  otherwise UNSAFE (FP8 → parameter dtype) with the torchao.float8 route in the message.
-- recipes, ``fp8_model_init`` and the other TE modules are flagged with the reason.
+"""The fp8 family's visitors and checkers; its rules, options and pre-filters are declared
+in ``porter.codemods.fp8`` (``__init__.py``), which describes what the family does.
 """
 
 from __future__ import annotations

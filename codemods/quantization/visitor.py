@@ -1,22 +1,5 @@
-"""bitsandbytes and its Hugging Face switches (PRT400-PRT499).
-
-Quantization is never exact across libraries. What porter does:
-
-- 32-bit bnb Adam/AdamW (any paging) → ``torch.optim.Adam``/``AdamW`` with bnb's *decoupled* decay
-  kept and every hyperparameter written out: SAFE with zero weight decay when nothing in
-  the file hints at fp16/bf16 parameters (bnb keeps fp32 state for them); with decay UNSAFE, since
-  bnb's GPU kernel decays after the update and torch before it (a difference of lr*wd*update).
-- 8-bit bnb Adam/AdamW → ``torchao.optim.AdamW8bit`` (UNSAFE: a different 8-bit implementation).
-- ``Linear8bitLt`` training fp16 weights → ``torch.nn.Linear`` (UNSAFE: full-precision matmul).
-- ``bnb.nn.Embedding`` → ``torch.nn.Embedding`` plus bnb's xavier init (UNSAFE: see PRT413).
-- transformers v5 removed ``from_pretrained(load_in_8bit=/load_in_4bit=)``: rewritten to
-  ``quantization_config=BitsAndBytesConfig(...)`` (SAFE, stays on bnb).
-- ``BitsAndBytesConfig(load_in_8bit=True)`` → ``TorchAoConfig(quant_type=Int8WeightOnlyConfig())``
-  (UNSAFE); 4-bit configs are flagged with the quant type they really use (default fp4).
-- everything else is flagged with the blocking argument.
-
-``[tool.porter.quantization] strategy = "bitsandbytes-rocm"`` keeps the Python code on
-bitsandbytes (ROCm-capable from 0.50) and turns the torchao rewrites into pin advice.
+"""The quantization family's visitors and checkers; its rules, options and pre-filters are declared
+in ``porter.codemods.quantization`` (``__init__.py``), which describes what the family does.
 """
 
 from __future__ import annotations

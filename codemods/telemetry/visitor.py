@@ -1,23 +1,5 @@
-"""GPU telemetry: pynvml calls and nvidia-smi parsing (NVTX markers: ``markers.py``, on the ast tier).
-
-pynvml (nvidia-ml-py) only talks to NVIDIA's driver. PyTorch's own telemetry helpers
-(``torch.cuda.mem_get_info``, ``utilization``, ``memory_usage``, ``power_draw``,
-``temperature``, ``clock_rate``, ``get_device_name``) use pynvml on NVIDIA and amdsmi on ROCm,
-so they are the portable route. What differs:
-
-- device indices: NVML's are physical, torch's follow ``CUDA_VISIBLE_DEVICES`` /
-  ``HIP_VISIBLE_DEVICES``, so every rewrite that carries a handle's index, and
-  ``nvmlDeviceGetCount``, is an *unsafe* fix;
-- values on AMD are close relatives, not the same counters: utilization and memory activity
-  are amdsmi activity counters, temperature is the junction (hotspot) sensor, used memory has
-  MB granularity;
-- ``torch.cuda.power_draw`` is mW on NVIDIA and **W** on ROCm: porter never emits it bare but
-  calls ``porter_device.power_draw_mw`` from the capability module, which normalises to mW.
-
-The rewrite is all-or-nothing per file: when one pynvml use has no equivalent (process
-lists, ECC, ``except pynvml.NVMLError``, a handle that leaves the file's sight), no call in
-that file is rewritten, because the remaining pynvml code would still need ``nvmlInit`` and
-NVML handles. Each finding then says which use blocked it.
+"""The telemetry family's visitors and checkers; its rules, options and pre-filters are declared
+in ``porter.codemods.telemetry`` (``__init__.py``), which describes what the family does.
 """
 
 from __future__ import annotations

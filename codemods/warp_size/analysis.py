@@ -1,23 +1,5 @@
-"""Warp-size hazards in CUDA C++ (PRT501-PRT520 = hazards H1-H20).
-
-The pass runs on CUDA/C++ sources before HIPify (tree-sitter CUDA grammar), and report-only on
-CUDA source embedded in Python strings (``load_inline``, ``cupy.RawKernel``...) plus the
-Python-side warp arithmetic of H20.
-
-Fix strategy (``[tool.porter.warp_size] strategy``):
-
-- ``"logical"`` (default): a warp stays 32 lanes everywhere. Raw shuffles, votes and
-  ``__syncwarp`` become ``porter_*`` helpers from the added ``porter_warp.h`` that pass an
-  explicit width of 32 and restrict votes to the caller's 32-lane half of a 64-lane wavefront.
-  Device ``warpSize`` becomes ``PORTER_LOGICAL_WARP``. Lane arithmetic, reduction loops and
-  shared arrays sized for 32 then stay correct and are left alone. Exact on CUDA (every helper
-  is the same ``*_sync`` call with the full mask and width 32), so these fixes are SAFE.
-- ``"physical"``: kernels become generic over ``PORTER_WARP_SIZE`` (the hardware wavefront).
-  Offered only where no host code in the file computes geometry from the warp size (porter
-  cannot prove host/device agreement otherwise; such files fall back to logical with PRT523).
-  Every physical edit is UNSAFE.
-
-Option ``header-dir``: where ``porter_warp.h`` is created (default: next to each patched file).
+"""The warp_size family's analysis; its rules, options and pre-filters are declared
+in ``porter.codemods.warp_size`` (``__init__.py``), which describes what the family does.
 """
 
 from __future__ import annotations

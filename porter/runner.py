@@ -555,10 +555,18 @@ def _stat_key(root: str, relpath: str) -> list[int] | None:
 def code_stamp() -> str:
     """A digest of porter's own installed code (file sizes and times): a record written by another
     build of porter (an upgrade, an edited development install) is never reused."""
+    import importlib.util
+
     import porter
 
+    bases = list(porter.__path__)
+    for sub in ("porter.codemods", "porter.hipify_wrappers"):  # their own folders in a development install
+        spec = importlib.util.find_spec(sub)
+        for location in (spec.submodule_search_locations or []) if spec is not None else []:
+            if not any(os.path.commonpath([location, b]) == b for b in bases):
+                bases.append(location)
     h = hashlib.blake2b(digest_size=8)
-    for base in list(porter.__path__):
+    for base in bases:
         for folder, dirs, files in os.walk(base):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
             for name in sorted(files):

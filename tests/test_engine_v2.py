@@ -143,3 +143,31 @@ def test_finding_messages_cite_nothing_outside_the_repository() -> None:
     result = runner.run(fixtures, [fixtures], Settings(cache=False), "audit", jobs=1)
     cited = [f"{f.path}:{f.line} {f.message}" for f in result.findings if re.search(r"\btrap \d|§|spec/", f.message)]
     assert not cited, cited
+
+
+def test_the_code_stamp_covers_the_rule_families(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a development install keeps codemods/ outside porter/: editing a rule must still retire the record
+    import importlib.machinery
+    import importlib.util
+
+    families = tmp_path / "codemods"
+    families.mkdir()
+    (families / "rule.py").write_text("x = 1\n")
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: object) -> object:
+        if name == "porter.codemods":
+            spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+            spec.submodule_search_locations = [str(families)]
+            return spec
+        return real(name, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    runner.code_stamp.cache_clear()
+    try:
+        before = runner.code_stamp()
+        (families / "rule.py").write_text("x = 22\n")
+        runner.code_stamp.cache_clear()
+        assert runner.code_stamp() != before
+    finally:
+        runner.code_stamp.cache_clear()

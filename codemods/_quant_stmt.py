@@ -5,9 +5,17 @@ swap (explicit initialisation) or to drop a context manager.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
+
+from porter.codemods._quant_common import line_indent
+from porter.findings import Edit
+
+if TYPE_CHECKING:
+    from porter.framework import PyContext
 
 
 @dataclass(frozen=True)
@@ -29,7 +37,13 @@ def _simple_target(node: cst.BaseExpression) -> bool:
 
 
 class StatementTracker:
-    """Mixin for a PyVisitor: call ``track_statement``/``track_with`` from the visit methods."""
+    """Mixin for a PyVisitor: call ``track_statement``/``track_with`` from the visit methods;
+    :meth:`multiline` and :meth:`insert_after` read the visitor's ``ctx`` and ``span``."""
+
+    if TYPE_CHECKING:  # provided by PyVisitor
+        ctx: PyContext
+
+        def span(self, node: cst.CSTNode) -> tuple[int, int]: ...
 
     def __init__(self) -> None:
         self.assign_sites: dict[int, AssignSite] = {}
@@ -52,3 +66,21 @@ class StatementTracker:
         for item in node.items:
             if isinstance(item.item, cst.Call):
                 self.with_sites[id(item.item)] = WithSite(node, item)
+
+    def multiline(self, node: cst.CSTNode) -> tuple[bool, str]:
+        """Whether ``node`` spans several lines, and the indentation of its first line."""
+        start, end = self.span(node)
+        line, _ = self.ctx.position(start)
+        return "\n" in self.ctx.text[start:end], line_indent(self.ctx, line)
+
+    def insert_after(self, statement: cst.SimpleStatementLine, lines: Sequence[str]) -> Edit:
+        """An edit that adds ``lines`` after ``statement``, at its indentation."""
+        start, end = self.span(statement)
+        line, _ = self.ctx.position(start)
+        end_line, _ = self.ctx.position(end)
+        indent = line_indent(self.ctx, line)
+        text = "".join(f"{indent}{ln}\n" for ln in lines)
+        starts = self.ctx.line_starts
+        if end_line < len(starts):
+            return Edit(starts[end_line], starts[end_line], text)
+        return Edit(len(self.ctx.text), len(self.ctx.text), "\n" + text.rstrip("\n"))

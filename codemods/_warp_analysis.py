@@ -20,16 +20,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import tree_sitter_cuda
-from tree_sitter import Language, Node, Parser, Query, QueryCursor
+from tree_sitter import Node, Query, QueryCursor
 
 from porter.findings import Applicability
 
+from ._cuda_tree import language, parse
 from ._warp_preproc import CUDA, HIP, Scan, mask
 from ._warp_symbols import Symbols
 
-LANG = Language(tree_sitter_cuda.language())
-_PARSER = Parser(LANG)
+LANG = language()
 
 LOGICAL = "logical"
 PHYSICAL = "physical"
@@ -109,26 +108,6 @@ _QUERY_SRC = """
 (subscript_expression) @sub
 """
 _QUERY = Query(LANG, _QUERY_SRC)
-
-
-def parse(text: str, cache: dict | None = None):
-    """The tree-sitter tree of ``text`` (shared through ``ctx.cache`` when given)."""
-    key = "tree-sitter-cuda"
-    if cache is not None:
-        got = cache.get(key)
-        if got is not None and getattr(got, "_porter_text", None) is text:
-            return got.tree
-    data = text.encode("utf-8", "surrogatepass")
-    tree = _PARSER.parse(data)
-    if cache is not None:
-        cache[key] = _Cached(tree, text)
-    return tree
-
-
-class _Cached:
-    def __init__(self, tree, text: str) -> None:
-        self.tree = tree
-        self._porter_text = text
 
 
 class Analyser:

@@ -21,6 +21,8 @@ from porter.framework import Family, FileContext, PyContext, rule
 from porter.pyast import AstVisitor
 from porter.pyast_strings import literal_parts
 
+from ._cuda_tree import language, parse
+
 NAME = "kernels"
 
 CPP_EXT = "torch.utils.cpp_extension"
@@ -377,38 +379,17 @@ _REPLACE_HEADERS = ("cudnn", "cuda/barrier", "cuda/pipeline", "cuda/std/", "cuda
 
 
 @lru_cache(maxsize=1)
-def _ts() -> tuple[Any, Any, Any] | None:
-    try:
-        import tree_sitter_cuda
-        from tree_sitter import Language, Parser, Query
-    except ImportError:  # pragma: no cover - declared dependency
+def _ts() -> tuple[Any, Any] | None:
+    lang = language()
+    if lang is None:  # pragma: no cover - declared dependency
         return None
-    lang = Language(tree_sitter_cuda.language())
-    return lang, Parser(lang), Query(lang, _QUERY)
+    from tree_sitter import Query
 
-
-class _SharedTree:
-    """The cache entry shape the warp_size family uses for the same key (``.tree`` plus the text
-    it was parsed from), so both families share one parse per file."""
-
-    def __init__(self, tree: Any, text: str) -> None:
-        self.tree = tree
-        self._porter_text = text
-
-
-_CACHE_KEY = "tree-sitter-cuda"
+    return lang, Query(lang, _QUERY)
 
 
 def _tree(ctx: FileContext) -> Any:
-    got = ctx.cache.get(_CACHE_KEY)
-    if got is not None and getattr(got, "_porter_text", None) is ctx.text and hasattr(got, "tree"):
-        return got.tree
-    ts = _ts()
-    if ts is None:
-        return None
-    tree = ts[1].parse(ctx.text.encode("utf-8", "surrogatepass"))
-    ctx.cache[_CACHE_KEY] = _SharedTree(tree, ctx.text)
-    return tree
+    return parse(ctx.text, ctx.cache)
 
 
 def _char_offsets(ctx: FileContext) -> Any:
@@ -445,7 +426,7 @@ def check_cuda(ctx: FileContext) -> Iterator[Finding]:
     launches = 0
     libraries: dict[str, tuple[int, int, str]] = {}  # code -> first (start, end, what)
     includes: list[tuple[int, int, str, str]] = []
-    for _pattern, caps in QueryCursor(ts[2]).matches(tree.root_node):
+    for _pattern, caps in QueryCursor(ts[1]).matches(tree.root_node):
         if "include" in caps:
             node = caps["include"][0]
             includes.append((conv(node.start_byte), conv(node.end_byte), _header(node), ""))

@@ -103,3 +103,24 @@ class PyVisitor(cst.BatchableCSTVisitor):
         finding = self.ctx.finding(code, message, start, end, replacement=replacement, fix=fix, **kwargs)
         self.findings.append(finding)
         return finding
+
+
+class ImportDepthMixin(cst.BatchableCSTVisitor):
+    """Mixin for a :class:`PyVisitor`: ``in_import`` is non-zero while the traversal is inside an
+    ``import``/``from ... import`` statement (whose names are bindings, not uses). A subclass that
+    needs its own ``visit_ImportFrom``/... calls ``super()`` first. Either base order works: the
+    mixin's methods come before LibCST's no-op defaults in the method resolution order."""
+
+    in_import: int = 0
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self.in_import += 1
+
+    def leave_Import(self, original_node: cst.Import) -> None:
+        self.in_import -= 1
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self.in_import += 1
+
+    def leave_ImportFrom(self, original_node: cst.ImportFrom) -> None:
+        self.in_import -= 1

@@ -84,3 +84,23 @@ def test_extra_cuda_chain_reported_once() -> None:
     src = ("import triton.language as tl\nfrom triton.language.extra import cuda\n"
            "y = tl.extra.cuda.libdevice.pow(x, 2)\nz = cuda.libdevice.exp(x)\n")
     assert [s[:4] for s in _spans(src)] == [("PRT867", 2, 1, 39), ("PRT867", 3, 5, 32), ("PRT867", 4, 5, 23)]
+
+
+def test_a_cuda_file_is_parsed_once_for_every_family(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from porter.codemods import _cuda_tree
+
+    parser = _cuda_tree._parser()
+    calls: list[int] = []
+
+    class Counting:
+        def parse(self, data: bytes) -> object:
+            calls.append(len(data))
+            return parser.parse(data)
+
+    monkeypatch.setattr(_cuda_tree, "_parser", lambda: Counting())
+    src = ("__global__ void k(float* x) {\n  float v = x[threadIdx.x];\n"
+           "  v += __shfl_down_sync(0xffffffff, v, 16);\n  x[threadIdx.x] = v;\n}\n")
+    got = findings(src, "csrc/k.cu")
+    assert {"PRT870"} <= {f.code for f in got}  # the kernels family ran
+    assert any(not f.code.startswith("PRT8") for f in got)  # and another C++ family
+    assert len(calls) == 1

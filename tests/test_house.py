@@ -102,3 +102,24 @@ def test_report_to_a_pipe_or_device_is_written_not_replaced(tmp_path) -> None:  
     plain = tmp_path / "report.json"
     emit("x\n", plain)
     assert plain.read_text() == "x\n"
+
+
+@pytest.mark.parametrize("mixin_first", [True, False])
+def test_import_depth_mixin_counts_in_either_base_order(mixin_first: bool) -> None:
+    import libcst as cst
+
+    from porter.pycst import ImportDepthMixin, PyVisitor
+
+    bases = (ImportDepthMixin, PyVisitor) if mixin_first else (PyVisitor, ImportDepthMixin)
+
+    class Names(*bases):  # type: ignore[misc]
+        def __init__(self) -> None:
+            cst.BatchableCSTVisitor.__init__(self)
+            self.seen: list[tuple[str, int]] = []
+
+        def visit_Name(self, node: cst.Name) -> None:
+            self.seen.append((node.value, self.in_import))
+
+    v = Names()
+    cst.MetadataWrapper(cst.parse_module("import a\nfrom b import c\nd = a\n")).visit_batched([v])
+    assert v.seen == [("a", 1), ("b", 1), ("c", 1), ("d", 0), ("a", 0)]

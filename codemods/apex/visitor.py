@@ -28,6 +28,7 @@ from porter.codemods._class_strings import is_dotted_path, prefix_of, yaml_paths
 from porter.codemods.apex import _AUTOCAST_NOTE, _STEP_NOTE, NAME, NONE, SAFE, UNSAFE
 from porter.findings import Applicability, Finding
 from porter.framework import FileContext, PyContext, PyVisitor
+from porter.pycst import ImportDepthMixin
 from porter.pyimports import dotted
 
 # -- API table --------------------------------------------------------------------------------
@@ -132,14 +133,13 @@ class _Rewrite:
     title: str
 
 
-class ApexVisitor(PyVisitor):
+class ApexVisitor(ImportDepthMixin, PyVisitor):
     family = NAME
 
     def __init__(self, ctx: PyContext) -> None:
         super().__init__(ctx)
         self._handled: set[int] = set()
         self._skip: set[int] = set()
-        self._in_import = 0
         self._indents: list[str] = []
         self._local_defs = {
             s.name.value for s in ctx.module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))
@@ -192,18 +192,6 @@ class ApexVisitor(PyVisitor):
         return target, ("import torch",)
 
     # -- traversal --------------------------------------------------------------------------
-    def visit_Import(self, node: cst.Import) -> None:
-        self._in_import += 1
-
-    def leave_Import(self, original_node: cst.Import) -> None:
-        self._in_import -= 1
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        self._in_import += 1
-
-    def leave_ImportFrom(self, original_node: cst.ImportFrom) -> None:
-        self._in_import -= 1
-
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self._indents.append(node.indent if node.indent is not None else self.ctx.module.default_indent)
 
@@ -324,7 +312,7 @@ class ApexVisitor(PyVisitor):
         self._reference(node)
 
     def _reference(self, node: cst.Name | cst.Attribute) -> None:
-        if self._in_import or id(node) in self._handled or id(node) in self._skip:
+        if self.in_import or id(node) in self._handled or id(node) in self._skip:
             return
         qual, _ = self._resolve(node)
         key = _API.get(qual or "")

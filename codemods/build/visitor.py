@@ -30,6 +30,7 @@ from porter.codemods.build import (
 )
 from porter.findings import Finding
 from porter.framework import FileContext, PyContext, PyVisitor
+from porter.pycst import ImportDepthMixin
 
 # -- nvcc flags -------------------------------------------------------------------------------------
 
@@ -55,7 +56,7 @@ def _str(node: cst.BaseExpression) -> str | None:
 _HIP_TEST = re.compile(r"(?<![A-Za-z])(hip|rocm)(?![a-z])", re.IGNORECASE)
 
 
-class BuildVisitor(PyVisitor):
+class BuildVisitor(ImportDepthMixin, PyVisitor):
     family = NAME
 
     def __init__(self, ctx: PyContext) -> None:
@@ -65,7 +66,6 @@ class BuildVisitor(PyVisitor):
                        or "extra_cuda_cflags" in text)
         self._gated = 0
         self._handled: set[int] = set()
-        self._in_import = 0
         self._assigned: dict[str, list[tuple[cst.List | None, bool]]] = {}  # name -> (list, gated)
         self._nvcc_names: set[str] = set()
         self._pending: list[tuple[cst.SimpleString, str, str]] = []
@@ -86,18 +86,6 @@ class BuildVisitor(PyVisitor):
     def leave_IfExp(self, original_node: cst.IfExp) -> None:
         if self.active and _HIP_TEST.search(self.code(original_node.test)):
             self._gated -= 1
-
-    def visit_Import(self, node: cst.Import) -> None:
-        self._in_import += 1
-
-    def leave_Import(self, original_node: cst.Import) -> None:
-        self._in_import -= 1
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        self._in_import += 1
-
-    def leave_ImportFrom(self, original_node: cst.ImportFrom) -> None:
-        self._in_import -= 1
 
     # "nvcc": [...] in a dict literal, nvcc=[...] in dict(...); a list variable used there
     def visit_DictElement(self, node: cst.DictElement) -> None:
@@ -211,7 +199,7 @@ class BuildVisitor(PyVisitor):
             self._pending.append((node, "PRT841", f"nvcc flag {value} needs a ROCm translation ({_TRANSLATE[value]})"))
 
     def visit_Name(self, node: cst.Name) -> None:
-        if not self.active or self._in_import or self._gated or node.value != "CUDA_HOME":
+        if not self.active or self.in_import or self._gated or node.value != "CUDA_HOME":
             return
         if self.qualname(node) == "torch.utils.cpp_extension.CUDA_HOME":
             self.report(node, "PRT843", "CUDA_HOME is None on ROCm builds of torch: accept ROCM_HOME too or branch "

@@ -4,8 +4,6 @@ in ``porter.codemods.fp8`` (``__init__.py``), which describes what the family do
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import libcst as cst
 
 from porter.codemods._quant_common import (
@@ -14,7 +12,6 @@ from porter.codemods._quant_common import (
     bind,
     comments_of,
     is_literal,
-    line_indent,
     literal,
     reference,
     render_call,
@@ -71,24 +68,8 @@ class Fp8Visitor(PyVisitor, StatementTracker):
         self.track_with(node)
 
     # -- helpers ----------------------------------------------------------------------------
-    def _multiline(self, node: cst.CSTNode) -> tuple[bool, str]:
-        start, end = self.span(node)
-        line, _ = self.ctx.position(start)
-        return "\n" in self.ctx.text[start:end], line_indent(self.ctx, line)
-
     def _flag(self, node: cst.CSTNode, code: str, message: str) -> None:
         self.report(node, code, message, fix=Applicability.NONE)
-
-    def _insert_after(self, statement: cst.SimpleStatementLine, lines: Sequence[str]) -> Edit:
-        start, end = self.span(statement)
-        line, _ = self.ctx.position(start)
-        end_line, _ = self.ctx.position(end)
-        indent = line_indent(self.ctx, line)
-        text = "".join(f"{indent}{ln}\n" for ln in lines)
-        starts = self.ctx.line_starts
-        if end_line < len(starts):
-            return Edit(starts[end_line], starts[end_line], text)
-        return Edit(len(self.ctx.text), len(self.ctx.text), "\n" + text.rstrip("\n"))
 
     @staticmethod
     def _blockers(b: Bound, required: dict[str, tuple[object, ...]]) -> list[str]:
@@ -187,7 +168,7 @@ class Fp8Visitor(PyVisitor, StatementTracker):
                   ("device", src(self.ctx, b.value("device")) if b.has("device") else '"cuda"')]
         if b.has("params_dtype") and not is_literal(b.value("params_dtype"), None):
             kwargs.append(("dtype", src(self.ctx, b.value("params_dtype"))))
-        multiline, indent = self._multiline(node)
+        multiline, indent = self.multiline(node)
         replacement = render_call(func, kwargs, multiline=multiline, indent=indent,
                                   comments=comments_of(b, {"params_dtype": "dtype"}))
         edits: list[Edit] = []
@@ -195,7 +176,7 @@ class Fp8Visitor(PyVisitor, StatementTracker):
             target = src(self.ctx, site.target)
             lines, more = self._linear_init(target, bias, init_method if has_init else None)
             imports = tuple(dict.fromkeys(imports + more))
-            edits.append(self._insert_after(site.statement, lines))
+            edits.append(self.insert_after(site.statement, lines))
             fix = Applicability.SAFE
             init_note = ("TE's init written out (weight ~ N(0, 0.023), zero bias)" if not has_init else
                          "the init_method applied to the weight and a zero bias, as TE does")
@@ -266,7 +247,7 @@ class Fp8Visitor(PyVisitor, StatementTracker):
             kwargs.append(("init_method", src(self.ctx, b.value("init_method"))))
         if b.has("params_dtype") and not is_literal(b.value("params_dtype"), None):
             kwargs.append(("dtype", src(self.ctx, b.value("params_dtype"))))
-        multiline, indent = self._multiline(node)
+        multiline, indent = self.multiline(node)
         edits: list[Edit] = []
         if f"class {SHIM_NAME}(" not in self.ctx.text:
             edits.append(Edit(statement, statement, "\n\n" + SHIM_CODE.strip("\n") + "\n"))
@@ -327,7 +308,7 @@ class Fp8Visitor(PyVisitor, StatementTracker):
                   ("device", src(self.ctx, b.value("device")) if b.has("device") else '"cuda"')]
         if dtype is not None and not is_literal(dtype, None):
             kwargs.append(("dtype", src(self.ctx, dtype)))
-        multiline, indent = self._multiline(node)
+        multiline, indent = self.multiline(node)
         eps_note = (" (torch.nn.RMSNorm's own default would be finfo(float32).eps)" if name == "RMSNorm" else "")
         code = "PRT601" if name == "LayerNorm" else "PRT602"
         self.report(node, code, f"te.{name} → torch.nn.{name}: same math, init and parameter names; eps "

@@ -5,7 +5,7 @@ in ``porter.codemods.quantization`` (``__init__.py``), which describes what the 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import libcst as cst
 
@@ -16,7 +16,6 @@ from porter.codemods._quant_common import (
     bind,
     comments_of,
     is_literal,
-    line_indent,
     literal,
     low_precision_hint,
     reference,
@@ -101,11 +100,6 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
     def _rocm(self) -> str:
         pinned = f" (the repo pins bitsandbytes{self.pin})" if self.pin else ""
         return ROCM_NOTE + pinned
-
-    def _multiline(self, node: cst.CSTNode) -> tuple[bool, str]:
-        start, end = self.span(node)
-        line, _ = self.ctx.position(start)
-        return "\n" in self.ctx.text[start:end], line_indent(self.ctx, line)
 
     def _flag(self, node: cst.CSTNode, code: str, message: str, **kw: object) -> None:
         self.report(node, code, message, fix=Applicability.NONE, **kw)
@@ -290,7 +284,7 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
         kwargs.append(("weight_decay", wd_text))
         paged = " Paging (is_paged / Paged*) only placed state in unified memory; it is dropped." if (
             "Paged" in name or not is_literal(b.value("is_paged"), False) and b.has("is_paged")) else ""
-        multiline, indent = self._multiline(node)
+        multiline, indent = self.multiline(node)
         if bits == 32:
             target = "torch.optim.Adam" if wd_zero and not decoupled else "torch.optim.AdamW"
             func, imports = reference(self.ctx, target)
@@ -424,7 +418,7 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
             kwargs.append(("device", src(self.ctx, b.value("device"))))
         outliers = ("" if threshold in (0, 0.0) else
                     f" (threshold={src(self.ctx, b.value('threshold'))}: outlier activation columns in fp16)")
-        multiline, indent = self._multiline(node)
+        multiline, indent = self.multiline(node)
         self.report(node, "PRT410",
                     "bnb.nn.Linear8bitLt with trainable fp16 weights → torch.nn.Linear (approximation): bnb "
                     f"quantizes activations and weights to int8 in every forward{outliers}; torch.nn.Linear "
@@ -485,7 +479,7 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
             return
         func, imports = reference(self.ctx, "torch.nn.Embedding")
         kwargs = [(k, src(self.ctx, b.value(k))) for k in EMBED_PARAMS if b.has(k)]
-        multiline, indent = self._multiline(node)
+        multiline, indent = self.multiline(node)
         edits: list[Edit] = []
         if not has_weight and site is not None:
             init, more = reference(self.ctx, "torch.nn.init.xavier_uniform_")
@@ -496,7 +490,7 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
                 no_grad, more = reference(self.ctx, "torch.no_grad")
                 imports = tuple(dict.fromkeys(imports + more))
                 lines += [f"with {no_grad}():", f"    {target}.weight[{src(self.ctx, pad)}].fill_(0)"]
-            edits.append(self._insert_after(site.statement, lines))
+            edits.append(self.insert_after(site.statement, lines))
         message = ("bnb.nn.Embedding → torch.nn.Embedding: same forward; bnb's xavier_uniform_ init (and zeroed "
                    "padding row) written out; unsafe because bnb also forces 32-bit optimizer state for this "
                    "weight in bnb 8-bit optimizers and the init draws from a different point of the RNG stream")
@@ -509,17 +503,6 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
                                             comments=comments_of(b)),
                     fix=Applicability.UNSAFE, add_imports=imports, remove_imports=("bitsandbytes",),
                     edits=tuple(edits), fix_title="use torch.nn.Embedding")
-
-    def _insert_after(self, statement: cst.SimpleStatementLine, lines: Sequence[str]) -> Edit:
-        start, end = self.span(statement)
-        line, _ = self.ctx.position(start)
-        end_line, _ = self.ctx.position(end)
-        indent = line_indent(self.ctx, line)
-        text = "".join(f"{indent}{ln}\n" for ln in lines)
-        starts = self.ctx.line_starts
-        if end_line < len(starts):
-            return Edit(starts[end_line], starts[end_line], text)
-        return Edit(len(self.ctx.text), len(self.ctx.text), "\n" + text.rstrip("\n"))
 
     # -- transformers -----------------------------------------------------------------------
     def _load_in_kbit(self, node: cst.Call) -> None:
@@ -715,7 +698,7 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
             kwargs.append(("modules_to_not_convert", src(self.ctx, skip)))
         thr = b.value("llm_int8_threshold")
         thr_text = src(self.ctx, thr) if thr is not None else "6.0 (the default)"
-        multiline, indent = self._multiline(node)
+        multiline, indent = self.multiline(node)
         self.report(node, "PRT421",
                     "BitsAndBytesConfig(load_in_8bit=True) → TorchAoConfig(quant_type=Int8WeightOnlyConfig()) "
                     "(approximation): LLM.int8 multiplies int8 activations by int8 weights and keeps "

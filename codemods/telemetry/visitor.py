@@ -13,6 +13,7 @@ from porter.codemods.devices import DeviceModule, device_module
 from porter.codemods.telemetry import _VIS, NAME, NONE, SAFE, SUBPROCESS, UNSAFE
 from porter.findings import Applicability
 from porter.framework import PyContext, PyVisitor
+from porter.pycst import ImportDepthMixin
 from porter.pyimports import dotted
 
 # pynvml name -> (rule code, base applicability) for calls porter can rewrite
@@ -82,35 +83,25 @@ class _State:
     attr_name_loads: dict[str, int] = field(default_factory=dict)  # "handle" -> accesses (not stores)
 
 
-class TelemetryVisitor(PyVisitor):
+class TelemetryVisitor(ImportDepthMixin, PyVisitor):
     family = NAME
 
     def __init__(self, ctx: PyContext) -> None:
         super().__init__(ctx)
         self.s = _State()
         self._skip: set[int] = set()
-        self._in_import = 0
         self._block_sizes: list[int] = []
         self.has_pynvml = any(b.target == "pynvml" or b.target.startswith("pynvml.")
                               for b in ctx.imports.statements)
 
     # -- bookkeeping ----------------------------------------------------------------------
-    def visit_Import(self, node: cst.Import) -> None:
-        self._in_import += 1
-
-    def leave_Import(self, original_node: cst.Import) -> None:
-        self._in_import -= 1
-
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        self._in_import += 1
+        super().visit_ImportFrom(node)
         if node.module is not None and not node.relative and dotted(node.module) == "pynvml" and \
                 isinstance(node.names, cst.ImportStar):
             self.report(node, "PRT739", "`from pynvml import *`: porter cannot tell which names come from "
                         "pynvml, so no call in this file is rewritten; import the names explicitly (or "
                         "`import pynvml`) and run porter again", fix=NONE)
-
-    def leave_ImportFrom(self, original_node: cst.ImportFrom) -> None:
-        self._in_import -= 1
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self.s.blocks.append([id(stmt) for stmt in node.body])
@@ -173,7 +164,7 @@ class TelemetryVisitor(PyVisitor):
         self._skip.add(id(node.name))
 
     def visit_Name(self, node: cst.Name) -> None:
-        if id(node) in self._skip or self._in_import:
+        if id(node) in self._skip or self.in_import:
             return
         self.s.loads.setdefault(node.value, []).append(node)
         if self.has_pynvml and _pynvml_fn(self.ctx.imports.resolve_name(node.value)) is not None:
@@ -189,7 +180,7 @@ class TelemetryVisitor(PyVisitor):
             self.s.attr_loads.setdefault(node.value.value, set()).add(node.attr.value)
         if isinstance(node.value, cst.Call):
             self.s.attr_of[id(node.value)] = node
-        if id(node) in self._skip or self._in_import:
+        if id(node) in self._skip or self.in_import:
             self._skip.add(id(node.value))
             return
         qual = self.qualname(node)

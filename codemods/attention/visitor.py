@@ -10,9 +10,10 @@ import libcst as cst
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from porter.codemods._attention_modules import MODULES
-from porter.codemods._attention_scope import Scope, collect, unpack_key
-from porter.codemods._attention_util import (
+from porter.codemods.attention import NAME
+from porter.codemods.attention.modules import MODULES
+from porter.codemods.attention.scope import Scope, collect, unpack_key
+from porter.codemods.attention.util import (
     NotLiteral,
     atom,
     bind,
@@ -22,7 +23,6 @@ from porter.codemods._attention_util import (
     literal,
     render_call,
 )
-from porter.codemods.attention import NAME
 from porter.findings import Applicability, Edit
 from porter.framework import PyContext, PyVisitor
 from porter.pyimports import dotted

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from porter import registry
-from porter.codemods._attention_util import flash_version
+from porter.codemods.attention.util import flash_version
 from porter.findings import Applicability
 from porter.framework import RepoFacts
 from porter.testing import findings, fixed

@@ -1,6 +1,6 @@
 """Helpers of the attention family: argument binding, literals, versions, code rendering.
 
-Private module (its name starts with ``_``), so the registry does not load it as a family.
+An implementation module inside the family's package (the registry loads only the package).
 """
 
 from __future__ import annotations

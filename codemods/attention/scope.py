@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from ._attention_util import NotLiteral, literal
+from .util import NotLiteral, literal
 
 Span = Callable[[cst.CSTNode], tuple[int, int]]
 

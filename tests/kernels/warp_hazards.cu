@@ -1,7 +1,6 @@
 // Test kernels for porter's compiler verification (tests/test_warp_compilers.py) and the NVIDIA
-// side-by-side check (tests/gpu/run_warp_parity.py). Every warp-size hazard class H1-H20 (rules
-// PRT501-PRT520, `porter rules --family warp_size`) occurs here at least once (H20 is Python-side;
-// H18 is in ptx_warp.cu).
+// side-by-side check (tests/gpu/run_warp_parity.py). Every warp-size hazard H1-H20 (PRT501-PRT520,
+// `porter rules --family warp_size`) occurs here at least once (H20 is Python-side; H18: ptx_warp.cu).
 // Each case writes one float per thread; blocks are 128 threads (4 CUDA warps).
 #include <cuda_runtime.h>
 #include <cooperative_groups.h>

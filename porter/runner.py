@@ -86,6 +86,8 @@ class RunResult:
     facts: RepoFacts
     seconds: float = 0.0
     extra_patches: list[Patch] = field(default_factory=list)  # e.g. HIPify, after families
+    # the warm-run record that vouches for this result (None: not a whole-tree audit with the cache)
+    record: RunRecord | None = None
 
     @property
     def findings(self) -> list[Finding]:
@@ -590,6 +592,7 @@ class RunRecord:
 
     def __init__(self, root: Path, key: str, directory: Path | None = None) -> None:
         self.store = Cache(root, key + code_stamp(), directory, kind="run")
+        self.saved = False
 
     def lookup(self, found: Discovery, settings: Settings) -> RunResult | None:
         rec = self.store.entries
@@ -631,6 +634,25 @@ class RunRecord:
             "pins": dict(result.facts.pins), "manifests": list(result.facts.manifests),
             "scopes": {k: dict(v) for k, v in result.facts.scopes.items()},
         }
+        self.store.dirty = True
+        self.store.save()
+        self.saved = True
+
+    def rendered(self, key: str) -> str | None:
+        """A report this record's result was already rendered to (``key`` names the format and
+        everything else the rendering reads), so a warm run prints it without loading a reporter."""
+        text = (self.store.entries.get("rendered") or {}).get(key)
+        return text if isinstance(text, str) else None
+
+    def remember(self, key: str, text: str) -> None:
+        if self.store.entries.get("format") != 1:
+            return
+        rendered = self.store.entries.setdefault("rendered", {})
+        if not isinstance(rendered, dict):
+            return
+        if len(rendered) >= 4 and key not in rendered:
+            rendered.pop(next(iter(rendered)))
+        rendered[key] = text
         self.store.dirty = True
         self.store.save()
 
@@ -938,6 +960,7 @@ def run(
         hit = record.lookup(found, settings)
         if hit is not None:
             hit.seconds = time.perf_counter() - started
+            hit.record = record
             return hit
     registry.check_loaded()
     whole: Sequence[SourceRef] | Callable[[], Sequence[SourceRef]] = found.files
@@ -978,6 +1001,8 @@ def run(
     outcome = RunResult(root, results, found.problems, settings, facts, time.perf_counter() - started)
     if record is not None:
         record.save(signatures, outcome)
+        if record.saved:
+            outcome.record = record
     return outcome
 
 

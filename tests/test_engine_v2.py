@@ -171,3 +171,26 @@ def test_the_code_stamp_covers_the_rule_families(tmp_path: Path, monkeypatch: py
         assert runner.code_stamp() != before
     finally:
         runner.code_stamp.cache_clear()
+
+
+def test_a_warm_report_is_the_same_bytes_without_rendering(tmp_path: Path, cache_home: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from porter import reporters
+    from porter.cli import main
+
+    (tmp_path / "a.py").write_text("import torch\nx = torch.cuda.is_available()\n")
+    first = CliRunner().invoke(main, ["audit", "--format", "json", "-q", str(tmp_path)])
+    assert first.exit_code == 0 and '"PRT042"' in first.output
+
+    def no_render(*args: object, **kwargs: object) -> str:
+        raise AssertionError("rendered again although the record vouches for the result")
+
+    monkeypatch.setattr(reporters, "render_json", no_render)
+    second = CliRunner().invoke(main, ["audit", "--format", "json", "-q", str(tmp_path)])
+    assert second.exit_code == 0 and second.output == first.output
+    # a change is rendered afresh
+    (tmp_path / "b.py").write_text("import torch\ny = torch.cuda.device_count()\n")
+    third = CliRunner().invoke(main, ["audit", "--format", "json", "-q", str(tmp_path)])
+    assert third.exit_code == 2  # it rendered (and hit the trap above): nothing stale was printed

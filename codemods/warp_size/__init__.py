@@ -154,7 +154,7 @@ FAMILY = Family(
     tokens=_CUDA_TOKENS + _PY_TOKENS,
     # on Python files: the Python rules, and CUDA source embedded in strings (`__global__` kernels)
     python_tokens=_PY_TOKENS + ("__global__", "__device__"),
-    python_ast="porter.codemods.warp_size.analysis:WarpPyVisitor",
+    python_ast="porter.codemods.warp_size.python:WarpPyVisitor",
     checkers={"cuda": "porter.codemods.warp_size.analysis:check_cuda"},
     repo_facts="porter.codemods.warp_size.analysis:repo_facts",
     description="Routes raw warp shuffles, votes and `__syncwarp` through `porter_warp.h` (added next to the "

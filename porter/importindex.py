@@ -121,6 +121,17 @@ class BaseImportIndex:
             if any(g is not rb.gate or g is None for g in others):
                 del self.rebinds[name]  # bound twice outside its gate's fallback: not provably this
 
+    def _rebind(self, name: str, value: Any, statement: Any, gate: Gate | None) -> None:
+        """``name = <a chain rooted at an imported name>`` at module level resolves like the import."""
+        text = self._dotted(value)
+        head = (text or "").split(".")[0]
+        target = self.resolve(value) if head in self.bindings or head in self.rebinds else None
+        if target is not None and text is not None:
+            via = self.rebinds[head].via if head in self.rebinds and head not in self.bindings else head
+            self.rebinds[name] = Rebind(name, target, via, statement, gate)
+            self._rebind_earlier[name] = self._earlier.get(name)
+            self._defs[name].pop()  # the rebind itself is not a competing binding
+
     def _fallback(self, name: str, gate: Gate, stmt: Node, kind: str, real: bool) -> None:
         key = (id(gate), name)
         old = self.fallbacks.get(key)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
-from .importindex import _GATE_EXCEPTIONS, BaseImportIndex, Binding, Fallback, Gate, Rebind
+from .importindex import _GATE_EXCEPTIONS, BaseImportIndex, Binding, Fallback, Gate
 
 __all__ = ["AstImportIndex", "ast_dotted"]
 
@@ -237,14 +237,7 @@ class AstImportIndex(BaseImportIndex):
             elif _probe_call(v):  # `HAS_FLASH = importlib.util.find_spec("flash_attn") is not None`
                 self.flags[name] = node
             if fallback_of is None and isinstance(v, (ast.Name, ast.Attribute)):
-                text = ast_dotted(v)
-                head = (text or "").split(".")[0]
-                target = self.resolve(v) if head in self.bindings or head in self.rebinds else None
-                if target is not None and text is not None:
-                    via = self.rebinds[head].via if head in self.rebinds and head not in self.bindings else head
-                    self.rebinds[name] = Rebind(name, target, via, node, gate)
-                    self._rebind_earlier[name] = self._earlier.get(name)
-                    self._defs[name].pop()  # the rebind itself is not a competing binding
+                self._rebind(name, v, node, gate)
 
     def _add(self, node: ast.Import | ast.ImportFrom, *, gated: bool, toplevel: bool, gate: Gate | None = None) -> None:
         if isinstance(node, ast.Import):

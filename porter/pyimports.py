@@ -230,14 +230,7 @@ class ImportIndex(BaseImportIndex):
             elif _probe_call(v):  # `HAS_FLASH = importlib.util.find_spec("flash_attn") is not None`
                 self.flags[name] = node
             if fallback_of is None and isinstance(v, (cst.Name, cst.Attribute)):
-                text = dotted(v)
-                head = (text or "").split(".")[0]
-                target = self.resolve(v) if head in self.bindings or head in self.rebinds else None
-                if target is not None and text is not None:
-                    via = self.rebinds[head].via if head in self.rebinds and head not in self.bindings else head
-                    self.rebinds[name] = Rebind(name, target, via, line, gate)
-                    self._rebind_earlier[name] = self._earlier.get(name)
-                    self._defs[name].pop()  # the rebind itself is not a competing binding
+                self._rebind(name, v, line, gate)
 
     def _add(self, node: cst.Import | cst.ImportFrom, *, gated: bool, toplevel: bool,
              gate: cst.Try | cst.If | None = None) -> None:

@@ -553,6 +553,27 @@ def _stat_key(root: str, relpath: str) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
+def _side_inputs(root: str, refs: Sequence[SourceRef]) -> list[list[Any]]:
+    """What a whole-tree result depends on besides the discovered files: every folder that holds one
+    (a file added or removed there changes the folder's times) and the lock files and Pipfiles the pins
+    are read from, which discovery does not list."""
+    folders = sorted({posixpath.dirname(r.relpath) for r in refs} | {""})
+    out: list[list[Any]] = []
+    for folder in folders:
+        try:
+            st = os.lstat(os.path.join(root, folder) if folder else root)
+        except OSError:
+            out.append([folder + "/", None])
+            continue
+        out.append([folder + "/", [st.st_mtime_ns, st.st_ctime_ns, st.st_ino]])
+        for name in (*LOCK_NAMES, "Pipfile"):
+            rel = f"{folder}/{name}" if folder else name
+            sig = _stat_key(root, rel)
+            if sig is not None:
+                out.append([rel, sig])
+    return out
+
+
 @lru_cache(maxsize=1)
 def code_stamp() -> str:
     """A digest of porter's own installed code (file sizes and times): a record written by another
@@ -607,6 +628,8 @@ class RunRecord:
             for relpath, language, sig in files:
                 if now.get(relpath) != language or sig != _stat_key(root, relpath):
                     return None
+            if rec["side"] != _side_inputs(root, found.files):
+                return None
             problems = [Finding.from_dict(d) for d in rec["problems"]]
             if sorted(f.sort_key for f in problems) != sorted(f.sort_key for f in found.problems):
                 return None
@@ -620,7 +643,8 @@ class RunRecord:
             return None
         return RunResult(Path(self.store.root), results, problems, settings, facts, 0.0)
 
-    def save(self, signatures: Sequence[tuple[str, str, list[int] | None]], result: RunResult) -> None:
+    def save(self, signatures: Sequence[tuple[str, str, list[int] | None]], side: list[list[Any]],
+             result: RunResult) -> None:
         if any(sig is None for _, _, sig in signatures) or any(fr.error for fr in result.files):
             return  # a file porter could not stat or analyse is never vouched for
         by_path = {rel: (rel, lang, sig) for rel, lang, sig in signatures}
@@ -629,6 +653,7 @@ class RunRecord:
         self.store.entries = {
             "format": 1,
             "files": [list(by_path[fr.relpath]) for fr in result.files],
+            "side": side,
             "problems": [f.to_dict() for f in result.problems],
             "results": [[[f.to_dict() for f in fr.findings], sorted(fr.imports)] for fr in result.files],
             "pins": dict(result.facts.pins), "manifests": list(result.facts.manifests),
@@ -951,10 +976,12 @@ def run(
     cache_on = settings.cache if use_cache is None else use_cache
     record = None
     signatures: list[tuple[str, str, list[int] | None]] = []
+    side: list[list[Any]] = []
     if mode == "audit" and cache_on and whole_tree:
         # a warm re-run of a whole tree: stat every file, and when nothing changed answer from the
         # record without loading a rule family or reading a file
         signatures = [(r.relpath, r.language, _stat_key(str(root), r.relpath)) for r in found.files]
+        side = _side_inputs(str(root), found.files)
         record = RunRecord(root, settings.fingerprint() + repr(force_exclude),
                            Path(settings.cache_dir) if settings.cache_dir else None)
         hit = record.lookup(found, settings)
@@ -1000,7 +1027,7 @@ def run(
         cache.save()
     outcome = RunResult(root, results, found.problems, settings, facts, time.perf_counter() - started)
     if record is not None:
-        record.save(signatures, outcome)
+        record.save(signatures, side, outcome)
         if record.saved:
             outcome.record = record
     return outcome

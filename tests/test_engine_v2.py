@@ -20,8 +20,9 @@ TABLE = "ATTN = {'eager': Eager, 'flash_attention_2': Flash}\n"
 
 
 @pytest.fixture()
-def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "xdg"
+def cache_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    # outside the audited tree: a cache folder created inside it would change the root folder's times
+    home = tmp_path_factory.mktemp("xdg")
     monkeypatch.setenv("XDG_CACHE_HOME", str(home))
     return home
 
@@ -194,3 +195,24 @@ def test_a_warm_report_is_the_same_bytes_without_rendering(tmp_path: Path, cache
     (tmp_path / "b.py").write_text("import torch\ny = torch.cuda.device_count()\n")
     third = CliRunner().invoke(main, ["audit", "--format", "json", "-q", str(tmp_path)])
     assert third.exit_code == 2  # it rendered (and hit the trap above): nothing stale was printed
+
+
+def test_warm_record_follows_the_lock_files_pins_come_from(tmp_path: Path, cache_home: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # pins are read from lock files and Pipfiles, which discovery does not list: adding or editing one
+    # must retire the record (a new file in a folder changes the folder's times)
+    (tmp_path / "a.py").write_text("import torch\nx = torch.cuda.is_available()\n")
+    _audit(tmp_path)
+    loads: list[int] = []
+    real = registry.check_loaded
+    monkeypatch.setattr(registry, "check_loaded", lambda: (loads.append(1), real())[1])
+    _audit(tmp_path)
+    assert loads == []  # nothing changed: answered from the record
+    (tmp_path / "Pipfile").write_text('[packages]\ntorch = "==2.1.0"\n')
+    _audit(tmp_path)
+    assert loads == [1]
+    _audit(tmp_path)
+    assert loads == [1]
+    (tmp_path / "Pipfile").write_text('[packages]\ntorch = "==2.4.0"\n')
+    _audit(tmp_path)
+    assert loads == [1, 1]

@@ -13,13 +13,15 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pathspec
+from typing import TYPE_CHECKING, Any
 
 from . import languages, proc
 from .config import Settings, pattern_is_tame
 from .findings import Finding
 from .textio import read_bounded
+
+if TYPE_CHECKING:
+    import pathspec
 
 GITIGNORE_LIMIT = 1024 * 1024
 
@@ -94,6 +96,8 @@ def _git_files(directory: Path) -> list[str] | None:
 def _walk(directory: Path, root: Path, settings: Settings) -> list[tuple[str, str]]:
     """(full path, root-relative path) of every file under ``directory``, honouring .gitignore."""
     out = []
+    import pathspec
+
     specs: list[tuple[str, pathspec.PathSpec]] = []
     for current, dirnames, filenames in os.walk(directory, followlinks=False):
         rel_dir = relpath_of(Path(current), root) or ""
@@ -133,14 +137,22 @@ def discover(root: Path, paths: list[Path], settings: Settings, *, force_exclude
     result = Discovery()
     root_real = os.path.realpath(root)
     proc.register_untrusted_root(root_real)
-    exclude = pathspec.GitIgnoreSpec.from_lines(list(settings.all_excludes))
+    excludes: list[Any] = []
+
+    def excluded(rel: str) -> bool:
+        # the exclude patterns are compiled on first use: files named on the command line skip them
+        if not excludes:
+            import pathspec
+
+            excludes.append(pathspec.GitIgnoreSpec.from_lines(list(settings.all_excludes)))
+        return bool(excludes[0].match_file(rel))
     seen: set[str] = set()
 
     def consider(full: str, rel: str, explicit: bool) -> None:
         if rel in seen:
             return
         seen.add(rel)
-        if (not explicit or force_exclude) and exclude.match_file(rel):
+        if (not explicit or force_exclude) and excluded(rel):
             return
         language = languages.detect(rel)
         try:
@@ -189,8 +201,6 @@ def discover(root: Path, paths: list[Path], settings: Settings, *, force_exclude
                 result.problems.append(problem)
             continue
         if os.path.isdir(full):
-            if rel and exclude.match_file(rel + "/") and not force_exclude and False:
-                continue
             listed = _git_files(Path(full)) if settings.respect_gitignore else None
             if listed is not None:
                 for name in listed:

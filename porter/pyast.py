@@ -106,7 +106,8 @@ def _ordered_children(node: ast.AST) -> Iterable[ast.AST]:
         return
     if isinstance(node, ast.Call):
         yield node.func
-        if node.keywords and node.args:
+        if node.keywords and any(isinstance(a, ast.Starred) for a in node.args):
+            # only a starred argument may follow a keyword (`f(a=1, *rest)`): source order needs sorting
             yield from sorted([*node.args, *node.keywords], key=_pos)
         else:
             yield from node.args
@@ -189,7 +190,14 @@ def _walk(node: ast.AST, visit: Mapping[str, list[Handler]], leave: Mapping[str,
         for h in handlers:
             h(node)
     plan = _PLANS[cls] if cls in _PLANS else _plan(cls)
-    if plan is None:
+    if cls is ast.Call and not (node.keywords and any(a.__class__ is ast.Starred for a in node.args)):
+        # the common call (keywords after every positional argument) without a generator
+        _walk(node.func, visit, leave)
+        for arg in node.args:
+            _walk(arg, visit, leave)
+        for kw in node.keywords:
+            _walk(kw, visit, leave)
+    elif plan is None:
         for child in _ordered_children(node):
             if not isinstance(child, _SKIP):
                 _walk(child, visit, leave)

@@ -116,7 +116,7 @@ def unconverted_findings(orig_path: str, original: str, converted: str) -> list[
 
 def leftover_findings(orig_path: str, original: str, converted: str) -> list[Finding]:
     """PRT562 (32-bit warp masks kept) and PRT564 (inline PTX kept), located in the original file."""
-    from porter.codemods._warp_analysis import analyse
+    from porter.codemods.warp_size.engine import analyse
 
     out: list[Finding] = []
     try:

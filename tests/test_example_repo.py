@@ -242,7 +242,7 @@ LOCK_IN = {
 
 
 # Literals that look like warp sizes but are not (a 32 outside a warp context: the decision rule in
-# codemods/_warp_analysis.py): the warp-size family must report nothing on the lines holding these fragments.
+# codemods/warp_size/engine.py): the warp-size family must report nothing on the lines holding these fragments.
 WARP_LOOK_ALIKES = {
     "kernels/fused_softmax.cuh": [
         "#define TILE_DIM 32",  # transpose tile edge

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from porter.codemods._warp_preproc import CUDA, HIP, mask, scan
+from porter.codemods.warp_size.preproc import CUDA, HIP, mask, scan
 from porter.engine import fix
 from porter.findings import Applicability, Category, Severity
 from porter.testing import findings, fixed, settings_for

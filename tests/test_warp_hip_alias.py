@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from porter.codemods._warp_hip_alias import broadcast_aliases, lane_index_32
-from porter.codemods._warp_preproc import scan
+from porter.codemods.warp_size.hip_alias import broadcast_aliases, lane_index_32
+from porter.codemods.warp_size.preproc import scan
 from porter.config import Settings
 from porter.runner import run
 from porter.testing import findings, fixed

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from porter.codemods._warp_reach import Reach, project_macro
+from porter.codemods.warp_size.reach import Reach, project_macro
 from porter.config import Settings
 from porter.findings import Category, Severity
 from porter.runner import run

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from porter.codemods._warp_analysis import analyse
-from porter.codemods._warp_symbols import Symbols, evaluate
 from porter.codemods.warp_size.analysis import header_text
+from porter.codemods.warp_size.engine import analyse
+from porter.codemods.warp_size.symbols import Symbols, evaluate
 from porter.engine import fix
 from porter.findings import Applicability
 from porter.testing import findings, fixed, settings_for

@@ -11,11 +11,11 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from porter.codemods._warp_analysis import HEADER, LOGICAL, PHYSICAL, Analyser, Site, analyse
-from porter.codemods._warp_hip_alias import broadcast_aliases, call_sites
-from porter.codemods._warp_preproc import CUDA, HIP, scan
-from porter.codemods._warp_reach import OVERLOAD_DECL, hip_unreached_headers
 from porter.codemods.warp_size import _I, _NONE, NAME
+from porter.codemods.warp_size.engine import HEADER, LOGICAL, PHYSICAL, Analyser, Site, analyse
+from porter.codemods.warp_size.hip_alias import broadcast_aliases, call_sites
+from porter.codemods.warp_size.preproc import CUDA, HIP, scan
+from porter.codemods.warp_size.reach import OVERLOAD_DECL, hip_unreached_headers
 from porter.findings import Category, Edit, Finding
 from porter.framework import FileContext
 

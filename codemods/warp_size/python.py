@@ -86,7 +86,7 @@ class WarpPyVisitor(AstVisitor):
             return
         start = lit.start
         base = start + prefix_len + len(quote)
-        from porter.codemods._warp_analysis import LOGICAL, analyse  # only for a file that embeds a kernel
+        from porter.codemods.warp_size.engine import LOGICAL, analyse  # only for a file that embeds a kernel
 
         for s in analyse(text, LOGICAL).sites:
             s_start, s_end = (base + s.start, base + s.end) if exact else (start, start)

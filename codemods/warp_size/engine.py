@@ -24,9 +24,9 @@ from tree_sitter import Node, Query, QueryCursor
 
 from porter.findings import Applicability
 
-from ._cuda_tree import language, parse
-from ._warp_preproc import CUDA, HIP, Scan, mask
-from ._warp_symbols import Symbols
+from .._cuda_tree import language, parse
+from .preproc import CUDA, HIP, Scan, mask
+from .symbols import Symbols
 
 LANG = language()
 
@@ -111,7 +111,7 @@ _QUERY = Query(LANG, _QUERY_SRC)
 
 
 class Analyser:
-    """One file's analysis. ``text`` is what both targets compile (see ``_warp_preproc.mask``):
+    """One file's analysis. ``text`` is what both targets compile (see ``preproc.mask``):
     CUDA-only branches and human-written HIP branches are blanked, offsets unchanged."""
 
     def __init__(self, text: str, strategy: str = LOGICAL, cache: dict | None = None,
@@ -366,7 +366,7 @@ class Analyser:
         if self.aliases and self.scan is not None:
             # a name the HIP branch defines as a function-like macro of its own (`#ifdef USE_ROCM /
             # #define SHFL(mask, v, l) __shfl(v, l) / #else / #define SHFL __shfl_sync`) is a per-platform
-            # port: the CUDA alias says nothing about AMD (the HIP side is checked by _warp_hip_alias)
+            # port: the CUDA alias says nothing about AMD (the HIP side is checked by hip_alias)
             hip_fn = set()
             for i, line in enumerate(self.scan.lines):
                 st = self.scan.status[i] if i < len(self.scan.status) else None
@@ -1686,7 +1686,7 @@ def analyse(text: str, strategy: str = LOGICAL, cache: dict | None = None,
             shims: frozenset[str] = frozenset(), known: Mapping[str, str] | None = None,
             includes_warp: bool = False) -> Analyser:
     """Analyse ``text``; ``shims`` are warp intrinsics the repository redefines for HIP itself,
-    ``known`` the macros its headers define on one platform only (see ``_warp_preproc.scan``)."""
+    ``known`` the macros its headers define on one platform only (see ``preproc.scan``)."""
     masked, sc = mask(text, known=known)
     a = Analyser(masked, strategy, cache if masked is text else None, sc, shims)
     a.includes_warp = includes_warp

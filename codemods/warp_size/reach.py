@@ -3,7 +3,7 @@
 A user function named like a warp intrinsic with a 32-bit mask collides with HIP's 64-bit-mask
 builtins only where hipcc compiles it. A header is *not reached by the HIP build* when every
 ``#include`` of it in the tree (direct, or through headers that are themselves not reached) sits
-in a conditional branch that the HIP configuration of :mod:`._warp_preproc` does not compile.
+in a conditional branch that the HIP configuration of :mod:`.preproc` does not compile.
 
 To decide that, the conditions are evaluated as usual (platform macros, the repository's own
 platform-derived macros) plus one more class: a *project macro that nothing in the tree defines*
@@ -34,7 +34,7 @@ import tokenize
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ._warp_preproc import HIP, _builtin, scan
+from .preproc import HIP, _builtin, scan
 
 HEADER_EXT = (".h", ".cuh", ".hpp", ".hh", ".hxx", ".inl")
 CXX_EXT = HEADER_EXT + (".cu", ".hip", ".cpp", ".cc", ".cxx", ".c")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from ._warp_preproc import CUDA, HIP, Scan
+from .preproc import CUDA, HIP, Scan
 
 _FN_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(([^)]*)\)(.*)$")
 _BROADCAST = re.compile(r"\b__shfl\s*\(")

@@ -1,0 +1,130 @@
+"""What the warp-size analysis shares: the intrinsic tables and patterns, the tree-sitter query, the
+:class:`Site` and :class:`Func` records, and two text helpers."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from tree_sitter import Node, Query
+
+from porter.findings import Applicability
+
+from .._cuda_tree import language
+
+LANG = language()
+
+LOGICAL = "logical"
+PHYSICAL = "physical"
+
+SHUFFLES_SYNC = {"__shfl_sync": "shfl", "__shfl_up_sync": "shfl_up", "__shfl_down_sync": "shfl_down",
+                 "__shfl_xor_sync": "shfl_xor"}
+SHUFFLES_LEGACY = {"__shfl": "shfl", "__shfl_up": "shfl_up", "__shfl_down": "shfl_down", "__shfl_xor": "shfl_xor"}
+VOTES_SYNC = {"__ballot_sync": "ballot", "__any_sync": "any", "__all_sync": "all"}
+VOTES_LEGACY = {"__ballot": "ballot", "__any": "any", "__all": "all"}
+BALLOT_SOURCES = {"__ballot_sync", "__ballot", "__activemask", "__match_any_sync", "__match_all_sync",
+                  "__lanemask_lt", "__lanemask_le", "__lanemask_gt", "__lanemask_ge"}
+NV_ONLY = re.compile(r"^(?:__reduce_\w+_sync|__match_(?:any|all)_sync|__fns|__builtin_nvvm_bar_warp_sync)$")
+BIT_CONSUMERS = {"__popc": "porter_popc", "__ffs": "porter_ffs", "__clz": "porter_clz", "__brev": ""}
+RAW_WARP_CALL = re.compile(
+    r"\b(?:__shfl(?:_up|_down|_xor)?(?:_sync)?|__ballot(?:_sync)?|__any_sync|__all_sync|__activemask|"
+    r"__syncwarp|__match_(?:any|all)_sync|__reduce_\w+_sync)\s*\("
+)
+PORTER_COLLECTIVE = re.compile(r"\bporter_(?:shfl\w*|ballot\w*|any\w*|all\w*|activemask\w*|syncwarp)\s*\(")
+SHFL_CALL = re.compile(r"\b__shfl(?:_up|_down|_xor)?(?:_sync)?\s*\(")
+PTX_WARP = re.compile(r"shfl\.sync|vote\.|%%?laneid|%%?lanemask_|redux\.sync|activemask|bar\.warp\.sync")
+PTX_MMA = re.compile(r"\bmma\.sync|\bldmatrix|\bwmma\.|\bmma\.")
+TAINT_SOURCE = re.compile(r"\bthreadIdx\b|__lane_id\s*\(|laneid|thread_rank\s*\(|\blane_id\s*\(|get_lane_id")
+TAINT_NAME = re.compile(
+    r"^(?:lane|lane_?id|laneId|laneid|lane_idx|laneIdx|tid|thread_id|threadId|wid|warp_?id|warpId|"
+    r"warp_idx|warpIdx|lid)$"
+)
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_THIRTY_TWO = {32}
+HEADER = "porter_warp.h"
+
+
+@dataclass
+class Site:
+    code: str
+    start: int  # character offsets in the analysed text
+    end: int
+    message: str
+    edits: list[tuple[int, int, str]] = field(default_factory=list)
+    fix: Applicability = Applicability.NONE
+    needs_header: bool = False
+    info: bool = False  # consistent under the chosen strategy: reported for review, no work counted
+    work: bool = False  # never informational (a hazard the strategy's rewrite does not cover)
+
+
+@dataclass
+class Func:
+    node: Node
+    start: int
+    end: int
+    name: str
+    kind: str  # "device" (__global__/__device__), "hd" (__host__ __device__), "host"
+    text: str
+    raw_warp: bool = False
+    collective: bool = False  # raw or porter_* warp collectives (for H17)
+    mma: bool = False
+    taint: set[str] = field(default_factory=set)
+    arch: str = ""  # a warp constant of this function whose value is 64 under HIP
+
+
+_QUERY_SRC = """
+(call_expression function: (_) @callee arguments: (argument_list) @args) @call
+(for_statement) @for
+(declaration) @decl
+(binary_expression) @bin
+(gnu_asm_expression) @asm
+(if_statement condition: (_) @cond consequence: (_) @then) @if
+((identifier) @wid (#match? @wid "^(warpSize|__AMDGCN_WAVEFRONT_SIZE|__AMDGCN_WAVEFRONT_SIZE__|C10_WARP_SIZE)$"))
+((type_identifier) @wid (#eq? @wid "warpSize"))
+((field_identifier) @wfield (#eq? @wfield "warpSize"))
+(preproc_def name: (identifier) @dname value: (preproc_arg) @dbody) @def
+(preproc_function_def name: (identifier) @fname parameters: (preproc_params) @fparams value: (preproc_arg) @fbody) @fdef
+(function_definition) @fn
+(launch_bounds) @lb
+(template_type name: (type_identifier) @tname arguments: (template_argument_list) @targs) @ttype
+(template_function name: (identifier) @tfname arguments: (template_argument_list) @tfargs) @tfunc
+(optional_parameter_declaration) @optparam
+(subscript_expression) @sub
+"""
+_QUERY = Query(LANG, _QUERY_SRC)
+
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"", re.S)
+
+
+def _uncomment(text: str) -> str:
+    """``text`` with comments blanked (same length; string literals kept)."""
+    return _COMMENT.sub(lambda m: m.group(0) if m.group(0).startswith('"') else re.sub(r"[^\n]", " ", m.group(0)),
+                        text)
+
+
+def _split_args(text: str, pos: int) -> list[tuple[str, int, int]] | None:
+    """Split the call arguments that start at ``pos`` (just after '('): (text, start, end)."""
+    depth = 0
+    args = []
+    start = pos
+    i = pos
+    while i < len(text):
+        ch = text[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                seg = text[start:i]
+                if seg.strip():
+                    lead = len(seg) - len(seg.lstrip())
+                    args.append((seg.strip(), start + lead, start + len(seg.rstrip())))
+                return args
+            depth -= 1
+        elif ch == "," and depth == 0:
+            seg = text[start:i]
+            lead = len(seg) - len(seg.lstrip())
+            args.append((seg.strip(), start + lead, start + len(seg.rstrip())))
+            start = i + 1
+        i += 1
+    return None

@@ -8,7 +8,6 @@ import re
 import subprocess
 from pathlib import Path
 
-import pytest
 from cli_helpers import REPO
 
 # a folder of specifications or a sibling "shared" checkout: never part of this repository
@@ -19,11 +18,20 @@ MD_PATH = re.compile(r"(?<![\w./-])((?:\.\./|\./)*(?:[\w.-]+/)+[\w.-]+\.md)\b")
 MD_LINK = re.compile(r"\]\((?!https?:|mailto:|#)([^)#\s]+\.md)(?:#[^)]*)?\)")
 
 
+_NOT_SOURCE = {".git", "__pycache__", ".venv", "venv", "build", "dist", ".pytest_cache", ".ruff_cache", ".hypothesis"}
+
+
 def _tracked() -> list[Path]:
+    """The repository's files: git's list in a checkout, else every file outside build and cache folders
+    (an unpacked source archive is checked too, never skipped)."""
     try:
         out = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
-        pytest.skip("not a git checkout: the tracked files are unknown")
+        files = []
+        for folder, dirs, names in os.walk(REPO):
+            dirs[:] = [d for d in dirs if d not in _NOT_SOURCE and not d.endswith(".egg-info")]
+            files += [Path(folder, n) for n in names]
+        return sorted(files)
     return [REPO / name for name in out.decode().split("\0") if name]
 
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
-from tree_sitter import Node, Query
+from tree_sitter import Node
 
 from porter.findings import Applicability
 
 from .._cuda_tree import language
-
-LANG = language()
 
 LOGICAL = "logical"
 PHYSICAL = "physical"
@@ -40,6 +39,10 @@ TAINT_NAME = re.compile(
     r"warp_idx|warpIdx|lid)$"
 )
 _IDENT = re.compile(r"[A-Za-z_]\w*")
+# a call's name: `name(`, `name<...>(`. The look-behind only skips positions inside a name (after a letter or
+# `_`), where a match cannot start but a scan would try every shorter tail of the name: findall() gives what
+# it gives without it.
+CALLED = re.compile(r"(?<![A-Za-z_])([A-Za-z_]\w*)\s*(?:<[^;{}()]*>)?\s*\(")
 _THIRTY_TWO = {32}
 HEADER = "porter_warp.h"
 
@@ -72,26 +75,91 @@ class Func:
     arch: str = ""  # a warp constant of this function whose value is 64 under HIP
 
 
-_QUERY_SRC = """
-(call_expression function: (_) @callee arguments: (argument_list) @args) @call
-(for_statement) @for
-(declaration) @decl
-(binary_expression) @bin
-(gnu_asm_expression) @asm
-(if_statement condition: (_) @cond consequence: (_) @then) @if
-((identifier) @wid (#match? @wid "^(warpSize|__AMDGCN_WAVEFRONT_SIZE|__AMDGCN_WAVEFRONT_SIZE__|C10_WARP_SIZE)$"))
-((type_identifier) @wid (#eq? @wid "warpSize"))
-((field_identifier) @wfield (#eq? @wfield "warpSize"))
-(preproc_def name: (identifier) @dname value: (preproc_arg) @dbody) @def
-(preproc_function_def name: (identifier) @fname parameters: (preproc_params) @fparams value: (preproc_arg) @fbody) @fdef
-(function_definition) @fn
-(launch_bounds) @lb
-(template_type name: (type_identifier) @tname arguments: (template_argument_list) @targs) @ttype
-(template_function name: (identifier) @tfname arguments: (template_argument_list) @tfargs) @tfunc
-(optional_parameter_declaration) @optparam
-(subscript_expression) @sub
-"""
-_QUERY = Query(LANG, _QUERY_SRC)
+# What the analysis reads from a file's tree: the nodes of these kinds, by capture name, in source order.
+# It is the tree-sitter query
+#
+#   (call_expression function: (_) @callee arguments: (argument_list) @args) @call
+#   (for_statement) @for  (declaration) @decl  (binary_expression) @bin  (gnu_asm_expression) @asm
+#   (if_statement condition: (_) @cond consequence: (_) @then) @if
+#   ((identifier) @wid (#match? @wid "^(warpSize|__AMDGCN_WAVEFRONT_SIZE|__AMDGCN_WAVEFRONT_SIZE__|C10_WARP_SIZE)$"))
+#   ((type_identifier) @wid (#eq? @wid "warpSize"))  ((field_identifier) @wfield (#eq? @wfield "warpSize"))
+#   (preproc_def name: (identifier) value: (preproc_arg)) @def
+#   (preproc_function_def name: (identifier) parameters: (preproc_params) value: (preproc_arg)) @fdef
+#   (function_definition) @fn  (launch_bounds) @lb  (optional_parameter_declaration) @optparam
+#   (subscript_expression) @sub
+#   (template_type name: (type_identifier) arguments: (template_argument_list)) @ttype
+#   (template_function name: (identifier) arguments: (template_argument_list)) @tfunc
+#
+# matched by one walk over the tree instead: compiling any query against the CUDA grammar costs a fixed
+# ~10 ms (tree-sitter analyses the grammar's whole parse table), more than the C++ pass spends on a small
+# tree, and the walk is no slower than the query's own matching. tests/test_warp_captures.py checks the walk
+# against the query above, node for node.
+_PLAIN = {"for_statement": "for", "declaration": "decl", "binary_expression": "bin", "gnu_asm_expression": "asm",
+          "function_definition": "fn", "launch_bounds": "lb", "optional_parameter_declaration": "optparam",
+          "subscript_expression": "sub"}
+# kind -> (capture, ((field, required kind of the field's node; None: any named node), ...))
+_WITH_FIELDS = {
+    "call_expression": ("call", (("function", None), ("arguments", "argument_list"))),
+    "if_statement": ("if", (("condition", None), ("consequence", None))),
+    "preproc_def": ("def", (("name", "identifier"), ("value", "preproc_arg"))),
+    "preproc_function_def": ("fdef", (("name", "identifier"), ("parameters", "preproc_params"),
+                                      ("value", "preproc_arg"))),
+    "template_type": ("ttype", (("name", "type_identifier"), ("arguments", "template_argument_list"))),
+    "template_function": ("tfunc", (("name", "identifier"), ("arguments", "template_argument_list"))),
+}
+# kind -> (capture, the texts it captures)
+_BY_TEXT = {"identifier": ("wid", frozenset({b"warpSize", b"__AMDGCN_WAVEFRONT_SIZE", b"__AMDGCN_WAVEFRONT_SIZE__",
+                                             b"C10_WARP_SIZE"})),
+            "type_identifier": ("wid", frozenset({b"warpSize"})),
+            "field_identifier": ("wfield", frozenset({b"warpSize"}))}
+
+
+@lru_cache(maxsize=1)
+def _kinds() -> dict[int, tuple]:
+    """Node kind id (as ``Node.kind_id`` gives it) -> what to do with such a node; named kinds only."""
+    lang = language()
+    out: dict[int, tuple] = {}
+    for kind_id in range(lang.node_kind_count):
+        name = lang.node_kind_for_id(kind_id)
+        if name is None or not lang.node_kind_is_named(kind_id):
+            continue
+        if name in _PLAIN:
+            out[kind_id] = (0, _PLAIN[name])
+        elif name in _WITH_FIELDS:
+            out[kind_id] = (1, *_WITH_FIELDS[name])
+        elif name in _BY_TEXT:
+            out[kind_id] = (2, *_BY_TEXT[name])
+    return out
+
+
+def captures(root: Node, data: bytes) -> dict[str, list[Node]]:
+    """The nodes under ``root`` (itself included) that the query above captures, per capture name, in
+    pre-order (by start byte; a node before the nodes it contains). ``data`` is the parsed source."""
+    kinds = _kinds()
+    caps: dict[str, list[Node]] = {}
+    cursor = root.walk()
+    down, right, up = cursor.goto_first_child, cursor.goto_next_sibling, cursor.goto_parent
+    while True:
+        node = cursor.node
+        todo = kinds.get(node.kind_id)
+        if todo is not None:
+            how = todo[0]
+            if how == 0:
+                caps.setdefault(todo[1], []).append(node)
+            elif how == 1:
+                for name, kind in todo[2]:
+                    child = node.child_by_field_name(name)
+                    if child is None or (not child.is_named if kind is None else child.type != kind):
+                        break
+                else:
+                    caps.setdefault(todo[1], []).append(node)
+            elif data[node.start_byte : node.end_byte] in todo[2]:
+                caps.setdefault(todo[1], []).append(node)
+        if down():
+            continue
+        while not right():
+            if not up():
+                return caps
 
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"", re.S)

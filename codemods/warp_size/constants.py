@@ -7,7 +7,17 @@ import re
 
 from tree_sitter import Node
 
-from .common import _IDENT, PORTER_COLLECTIVE, PTX_MMA, RAW_WARP_CALL, TAINT_NAME, TAINT_SOURCE, Func, _uncomment
+from .common import (
+    _IDENT,
+    CALLED,
+    PORTER_COLLECTIVE,
+    PTX_MMA,
+    RAW_WARP_CALL,
+    TAINT_NAME,
+    TAINT_SOURCE,
+    Func,
+    _uncomment,
+)
 from .preproc import CUDA, HIP
 
 
@@ -155,8 +165,9 @@ class Constants:
             self.funcs.append(Func(node, node.start_byte, node.end_byte, name.split("::")[-1], kind,
                                    _uncomment(self.t(body)) if body is not None else ""))
         raw_names: set[str] = set()
+        calls = {id(f): set(CALLED.findall(f.text)) for f in self.funcs}  # what each function calls, by name
         for f in self.funcs:
-            called = set(re.findall(r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*>)?\s*\(", f.text))
+            called = calls[id(f)]
             if self._raw_call(f.text) or called & (self.macro_raw | set(self.aliases)):
                 f.raw_warp = True
                 raw_names.add(f.name)
@@ -168,8 +179,7 @@ class Constants:
             for f in self.funcs:
                 if f.raw_warp or f.kind == "host":
                     continue
-                called = set(re.findall(r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*>)?\s*\(", f.text))
-                if called & raw_names:
+                if calls[id(f)] & raw_names:
                     f.raw_warp = True
                     raw_names.add(f.name)
                     changed = True
@@ -185,8 +195,7 @@ class Constants:
             for f in self.funcs:
                 if f.collective or f.kind == "host":
                     continue
-                called = set(re.findall(r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*>)?\s*\(", f.text))
-                if called & coll:
+                if calls[id(f)] & coll:
                     f.collective = True
                     coll.add(f.name)
                     changed = True

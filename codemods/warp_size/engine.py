@@ -18,12 +18,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from tree_sitter import Node, QueryCursor
+from tree_sitter import Node
 
 from porter.findings import Applicability
 
 from .._cuda_tree import parse
-from .common import _QUERY, HEADER, LOGICAL, PHYSICAL, Func, Site, _split_args
+from .common import HEADER, LOGICAL, PHYSICAL, Func, Site, _split_args, captures
 from .constants import Constants
 from .intrinsics import Intrinsics
 from .offsets import Offsets
@@ -60,8 +60,7 @@ class Analyser(Offsets, Constants, Intrinsics, Rules, Physical):
 
     # -- passes -------------------------------------------------------------------------------------
     def run(self) -> list[Site]:
-        cursor = QueryCursor(_QUERY)
-        caps = cursor.captures(self.tree.root_node)
+        caps = captures(self.tree.root_node, self.data)
         self.caps = {k: sorted(v, key=lambda n: n.start_byte) for k, v in caps.items()}
         self._target_symbols()
         self._symbols()

@@ -7,7 +7,7 @@ import re
 
 from porter.findings import Applicability
 
-from .common import LOGICAL, PHYSICAL
+from .common import CALLED, LOGICAL, PHYSICAL
 from .preproc import HIP
 
 
@@ -38,7 +38,7 @@ class Physical:
             called = {}
             for f in self.funcs:
                 if f.arch:
-                    for c in re.findall(r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*>)?\s*\(", f.text):
+                    for c in CALLED.findall(f.text):
                         called.setdefault(c, f.arch)
             for f in self.funcs:
                 if f.kind != "host" and not f.arch and f.name in called:

@@ -10,6 +10,7 @@ from porter.findings import Applicability
 
 from .common import (
     _IDENT,
+    CALLED,
     LOGICAL,
     PHYSICAL,
     PORTER_COLLECTIVE,
@@ -453,7 +454,7 @@ class Rules:
             ):
                 continue
             tt = self.t(then)
-            called = set(re.findall(r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*>)?\s*\(", tt))
+            called = set(CALLED.findall(tt))
             if self._raw_call(tt) or PORTER_COLLECTIVE.search(tt) or called & (
                 self.collective_names | self.macro_raw
             ):

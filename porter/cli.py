@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 from . import __version__
 from .config import setting_keys
-from .console import FORMATS, RENDERERS, Progress, Report, emit, make_console, resolve_settings, write_report
+from .console import FORMATS, RENDERERS, LazyConsole, Progress, Report, emit, resolve_settings, write_report
 
 CHECK_FORMATS = tuple(f for f in FORMATS if f not in ("markdown", "html"))  # no long-form report for a check
 
@@ -147,7 +147,7 @@ def _settings(kw: dict[str, Any], root: Path, unsafe: bool | None = None) -> Set
 
 
 def _stderr_console(quiet: bool) -> Console:
-    return make_console(stderr=True, quiet=quiet)
+    return LazyConsole(stderr=True, quiet=quiet)  # type: ignore[return-value] # rich is imported on first use
 
 
 def _progress(console: Any, enabled: bool) -> Callable[[int, int, str], None] | None:

@@ -87,6 +87,29 @@ def make_console(*, stderr: bool = False, quiet: bool = False, file: Any = None,
 NO_WRAP_WIDTH = 10_000
 
 
+class LazyConsole:
+    """A :func:`make_console` console made on first use: a command that prints nothing on it (a JSON
+    audit of a small tree, ``-q``) never imports rich. Attributes are the console's."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    @property
+    def console(self) -> Console:
+        if self._console is None:
+            self._console = make_console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.console, name)
+
+
+def real_console(console: Any) -> Any:
+    """The rich console behind ``console`` (itself when it is not a :class:`LazyConsole`)."""
+    return console.console if isinstance(console, LazyConsole) else console
+
+
 PROGRESS_MIN_FILES = 50  # smaller runs finish before progress would help
 PROGRESS_INTERVAL = 5.0  # seconds between progress lines when stderr is not a terminal
 
@@ -152,7 +175,7 @@ class Progress:
             self.bar = RichProgress(
                 SpinnerColumn(), TextColumn(f"{self.label}"), BarColumn(), MofNCompleteColumn(),
                 TextColumn("files"), TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
-                console=self.console, transient=True,
+                console=real_console(self.console), transient=True,
             )
             self.bar.start()
             self.task = self.bar.add_task(self.label, total=total, rate="")

@@ -726,10 +726,12 @@ def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | No
             manifest_texts[rel] = data.decode("utf-8", "replace")
         except OSError:
             continue
-    try:
-        from .manifests import collect_pins, manifest_folder
-    except ImportError:  # pragma: no cover - during development
-        collect_pins = None  # type: ignore[assignment]
+    collect_pins = None
+    if manifest_texts:  # the manifest parsers (and packaging) load only for a tree that has a manifest
+        try:
+            from .manifests import collect_pins, manifest_folder
+        except ImportError:  # pragma: no cover - during development
+            collect_pins = None
     pins: dict[str, str] = {}
     scopes: dict[str, dict[str, str]] = {}
     if collect_pins is not None and manifest_texts:

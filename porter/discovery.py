@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import languages, proc
 from .config import Settings, pattern_is_tame
+from .excludes import compile_excludes
 from .findings import Finding
 from .textio import read_bounded
 
@@ -96,12 +97,12 @@ def _git_files(directory: Path) -> list[str] | None:
 def _walk(directory: Path, root: Path, settings: Settings) -> list[tuple[str, str]]:
     """(full path, root-relative path) of every file under ``directory``, honouring .gitignore."""
     out = []
-    import pathspec
-
     specs: list[tuple[str, pathspec.PathSpec]] = []
     for current, dirnames, filenames in os.walk(directory, followlinks=False):
         rel_dir = relpath_of(Path(current), root) or ""
         if settings.respect_gitignore and ".gitignore" in filenames:
+            import pathspec  # only a tree with a .gitignore pays for it
+
             try:
                 data = read_bounded(os.path.join(current, ".gitignore"), GITIGNORE_LIMIT)
                 lines = [line for line in data.decode("utf-8", "replace").splitlines() if pattern_is_tame(line)]
@@ -142,9 +143,7 @@ def discover(root: Path, paths: list[Path], settings: Settings, *, force_exclude
     def excluded(rel: str) -> bool:
         # the exclude patterns are compiled on first use: files named on the command line skip them
         if not excludes:
-            import pathspec
-
-            excludes.append(pathspec.GitIgnoreSpec.from_lines(list(settings.all_excludes)))
+            excludes.append(compile_excludes(settings.all_excludes))  # pathspec unless all are folder names
         return bool(excludes[0].match_file(rel))
     seen: set[str] = set()
 

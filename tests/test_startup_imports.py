@@ -1,7 +1,8 @@
 """What a C++-only audit loads: porter's C++ pass (`porter audit --select PRT5` on a CUDA tree) is
 measured as a whole process, start-up included, so it must not import what it does not use: the
 LibCST tier, rich (nothing is printed on a console for a JSON report of a small tree), the manifest
-parsers (no manifest in the tree), and it must compile no tree-sitter query."""
+parsers (no manifest in the tree), pathspec (no .gitignore; the default excludes are folder names),
+and it must compile no tree-sitter query."""
 
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ def test_a_cpp_only_audit_loads_only_what_the_cpp_pass_needs(tmp_path: Path) -> 
     codes = sorted(f["code"] for f in got["report"]["findings"])
     assert "PRT501" in codes and all(c.startswith("PRT5") for c in codes)
     tops = _tops(got["modules"])
-    assert not tops & {"libcst", "rich", "packaging"}, sorted(tops & {"libcst", "rich", "packaging"})
+    heavy = {"libcst", "rich", "packaging", "pathspec"}
+    assert not tops & heavy, sorted(tops & heavy)
     assert "porter.manifests" not in got["modules"]
     assert got["queries"] == 0
 
@@ -81,3 +83,17 @@ def test_a_tree_with_a_manifest_still_reads_its_pins(tmp_path: Path) -> None:
     got = _audit(tmp_path, "--no-cache", "--select", "PRT5", "--format", "json", "-j", "1", ".")
     assert "porter.manifests" in got["modules"]
     assert "PRT501" in {f["code"] for f in got["report"]["findings"]}
+
+
+def test_a_gitignore_still_excludes(tmp_path: Path) -> None:
+    """pathspec loads when the walked tree has a .gitignore (the lazy import changes nothing else)."""
+    tree = tmp_path / "tree"
+    (tree / "csrc" / "gen").mkdir(parents=True)
+    (tree / "csrc" / "reduce.cu").write_text(KERNEL, encoding="utf-8")
+    (tree / "csrc" / "gen" / "copy.cu").write_text(KERNEL, encoding="utf-8")
+    (tree / "build").mkdir()
+    (tree / "build" / "old.cu").write_text(KERNEL, encoding="utf-8")  # a default exclude
+    (tree / ".gitignore").write_text("gen/\n", encoding="utf-8")
+    got = _audit(tmp_path, "--no-cache", "--select", "PRT5", "--format", "json", "-j", "1", ".")
+    assert "pathspec" in _tops(got["modules"])
+    assert {f["path"] for f in got["report"]["findings"]} == {"csrc/reduce.cu"}

@@ -86,6 +86,35 @@ HIPIFY_CHILD = textwrap.dedent(
     """
 )
 
+# The same call with hipify's own start-up only: a fresh process that loads torch's hipify package
+# (torch/utils/hipify: __init__ and version, hipify_python, cuda_to_hip_mappings) from the installed
+# torch WITHOUT running torch/__init__.py. `torch` and `torch.utils` are registered as bare packages
+# whose __path__ is the installed folders; hipify_python imports only the standard library and its
+# sibling modules, so the call runs the same code on the same tree (targets.py checks that both
+# processes leave the same files).
+HIPIFY_ALONE_CHILD = textwrap.dedent(
+    """\
+    import contextlib, importlib.util, io, json, os, sys, time, types
+    t0 = time.perf_counter()
+    base = list(importlib.util.find_spec("torch").submodule_search_locations)[0]  # finds, runs nothing
+    for name, folder in (("torch", base), ("torch.utils", os.path.join(base, "utils"))):
+        stub = types.ModuleType(name)
+        stub.__path__ = [folder]
+        sys.modules[name] = stub
+    from torch.utils.hipify import hipify_python
+    t1 = time.perf_counter()
+    c1 = time.process_time()
+    with contextlib.redirect_stdout(io.StringIO()):
+        res = hipify_python.hipify(project_directory=sys.argv[1], output_directory=sys.argv[1],
+                                   includes=["*"], show_detailed=False, show_progress=False,
+                                   is_pytorch_extension=True)
+    t2 = time.perf_counter()
+    c2 = time.process_time()
+    print(json.dumps({"import_s": t1 - t0, "hipify_s": t2 - t1, "hipify_cpu_s": c2 - c1, "files": len(res),
+                      "torch_init_ran": int(hasattr(sys.modules["torch"], "__version__"))}))
+    """
+)
+
 # Diagnostics (--slowest): porter's own per-file timings from one serial in-process audit.
 SLOWEST_CHILD = textwrap.dedent(
     """\

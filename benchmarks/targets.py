@@ -159,6 +159,36 @@ def run_interleaved(ms: list[Measurement]) -> None:
                 f"{s.tree_rss_kib / KIB:.0f} MiB (rc {s.rc})")
 
 
+def tree_files(root: Path) -> dict[str, bytes]:
+    """Every regular file under ``root`` (relative '/'-path -> bytes)."""
+    out = {}
+    for dirpath, _dirnames, filenames in os.walk(root):
+        for name in filenames:
+            p = Path(dirpath) / name
+            if p.is_file() and not p.is_symlink():
+                out[p.relative_to(root).as_posix()] = p.read_bytes()
+    return out
+
+
+def compare_hipify_outputs(suite: Suite) -> None:
+    """Whether hipify without torch's package import left exactly the files hipify with it left (each
+    copy holds its last run's output); the reference row is judged only when it did."""
+    for prefix, (real, alone) in suite.hipify_copies.items():
+        a, b = suite.ms.get(f"{prefix}:hipify"), suite.ms.get(f"{prefix}:hipify-alone")
+        if a is None or b is None or not a.done or not b.done:
+            continue
+        ran_init = b.extra_median("torch_init_ran")
+        same = tree_files(real) == tree_files(alone) and not ran_init
+        suite.hipify_same[prefix] = same
+        name = prefix.split(":", 1)[1]
+        if same:
+            suite.notes.append(f"{name}: hipify without torch's package import wrote the same files, byte for byte, "
+                               f"as hipify with it ({len(tree_files(alone)):,} files after the call)")
+        else:
+            suite.notes.append(f"{name}: hipify without torch's package import did NOT reproduce hipify's output "
+                               "(or ran torch's package import): that row is not judged")
+
+
 def last_json(s: harness.Sample) -> dict[str, float]:
     data = json.loads(s.stdout.strip().splitlines()[-1])
     return {k: float(v) for k, v in data.items()}
@@ -304,6 +334,10 @@ class Suite:
     notes: list[str] = field(default_factory=list)
     trees: list[str] = field(default_factory=list)  # descriptions for the report
     cuda_keys: list[tuple[str, str]] = field(default_factory=list)  # (tree name, key prefix)
+    # key prefix -> the copies hipify with and without torch's package import rewrite in place
+    hipify_copies: dict[str, tuple[Path, Path]] = field(default_factory=dict)
+    # key prefix -> whether both left the same files (None: not compared)
+    hipify_same: dict[str, bool] = field(default_factory=dict)
     check_files: dict[str, str] = field(default_factory=dict)
 
     def add(self, m: Measurement) -> Measurement:
@@ -444,6 +478,21 @@ def build_cuda(cfg: Config, suite: Suite, env: dict[str, str]) -> None:
             m.files = t.cpp_files
             if harness.package_dir("torch") is None:
                 m.unavailable = "torch is not installed"
+            # the same call, hipify's own modules loaded without torch's package import
+            alone = t.root.parent / f"{t.root.name}.hipify-alone"
+
+            def fresh_alone(_: int, cpp: list[str] = cpp, copy: Path = alone, src: Path = t.root) -> None:
+                shutil.rmtree(copy, ignore_errors=True)
+                harness.copy_files(src, cpp, copy)
+
+            m = suite.add(Measurement(f"{prefix}:hipify-alone",
+                                      f"{t.name}: torch.utils.hipify without torch's package import (process)",
+                                      [sys.executable, "-P", "-c", harness.HIPIFY_ALONE_CHILD, str(alone)],
+                                      t.root.parent, cfg.runs, ok_rc=(0,), before=fresh_alone, parse=last_json))
+            m.files = t.cpp_files
+            if harness.package_dir("torch") is None:
+                m.unavailable = "torch is not installed"
+            suite.hipify_copies[prefix] = (copy, alone)
 
 
 def build_migrate(cfg: Config, suite: Suite) -> None:
@@ -578,11 +627,28 @@ def targets(suite: Suite) -> list[Target]:
         out.append(Target(f"C++ pass vs hipify's call ({name})", "porter audit --no-cache --select PRT5 -j 1 "
                           "(process, start-up included)", fmt_pair(ms.get(f"{prefix}:porter")),
                           "torch.utils.hipify: the hipify() call", ref, ratio, "≤ 1× CPU and ≤ 1× wall", verdict(ok)))
-        if h:
-            ratio = f"{p.cpu() / h.cpu():.2f}× CPU, {p.wall() / h.wall():.2f}× wall" if p else ""
-            out.append(Target(f"C++ pass vs hipify's process ({name})", "the same",
-                              fmt_pair(ms.get(f"{prefix}:porter")), "torch.utils.hipify: whole process, torch's "
-                              "import included", fmt_pair(h), ratio, "reported", "n/a"))
+        # whole processes: hipify with its own start-up (its modules, no torch), then with torch's import
+        for key, what in ((f"{prefix}:hipify-alone", "torch.utils.hipify: whole process, its own start-up "
+                           "(hipify's modules without torch's package import)"),
+                          (f"{prefix}:hipify", "torch.utils.hipify: whole process, torch's import included")):
+            if key not in ms:
+                continue
+            r = get(key)
+            ratio, ok = "", None
+            if p and r and r.cpu() > 0 and r.wall() > 0:
+                xc, xw = p.cpu() / r.cpu(), p.wall() / r.wall()
+                ratio = f"{xc:.2f}× CPU, {xw:.2f}× wall"
+                ok = xc <= 1 and xw <= 1
+            ref_value = fmt_pair(ms.get(key))
+            same = suite.hipify_same.get(prefix)
+            if key.endswith(":hipify-alone") and same is not True:  # judged only where it did hipify's work
+                ref_value += (" (its output differs from hipify's: not a valid reference)" if same is False
+                              else " (output not compared with hipify's: not judged)")
+                ok = None
+            title = ("C++ pass vs hipify's own start-up" if key.endswith(":hipify-alone")
+                     else "C++ pass vs hipify's process")
+            out.append(Target(f"{title} ({name})", "the same", fmt_pair(ms.get(f"{prefix}:porter")), what,
+                              ref_value, ratio, "≤ 1× CPU and ≤ 1× wall", verdict(ok)))
     for key, label in (("cold1", "-j 1"), ("cold2", "-j 2")):
         m = get(key)
         if m is None:
@@ -745,6 +811,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "python" in cfg.trees:
             build_python(cfg, suite, env)
         run_interleaved(list(suite.ms.values()))
+        compare_hipify_outputs(suite)
     finally:
         if own and not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)

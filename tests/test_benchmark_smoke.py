@@ -239,6 +239,64 @@ def test_check_and_migrate_limits(targets_mod) -> None:  # type: ignore[no-untyp
     assert t["porter migrate"].verdict == "met"  # judged on wall time (2 cores), not CPU
 
 
+def _cpp_suite(targets_mod, same):  # type: ignore[no-untyped-def]
+    suite = targets_mod.Suite()
+    suite.cuda_keys.append(("t", "cpp:t"))
+    for m in (_m(targets_mod, "cpp:t:porter", 0.15, 0.16), _m(targets_mod, "cpp:t:hipify", 1.4, 1.4),
+              _m(targets_mod, "cpp:t:hipify-alone", 0.2, 0.25)):
+        suite.add(m)
+    suite.ms["cpp:t:hipify"].extra.append({"hipify_cpu_s": 0.05, "hipify_s": 0.05})
+    if same is not None:
+        suite.hipify_same["cpp:t"] = same
+    return {t.name: t for t in targets_mod.targets(suite)}
+
+
+def test_cpp_pass_has_a_verdict_against_each_hipify_reference(targets_mod) -> None:  # type: ignore[no-untyped-def]
+    t = _cpp_suite(targets_mod, True)
+    call, alone, whole = (t["C++ pass vs hipify's call (t)"], t["C++ pass vs hipify's own start-up (t)"],
+                          t["C++ pass vs hipify's process (t)"])
+    assert call.verdict == "**missed**" and call.ratio.startswith("3.00× CPU")
+    assert alone.verdict == "met" and alone.ratio.startswith("0.75× CPU") and "without torch's package" in alone.reference
+    assert whole.verdict == "met" and whole.ratio.startswith("0.11× CPU")
+    # hipify without torch's package import is a reference only where it wrote what hipify writes
+    differs = _cpp_suite(targets_mod, False)["C++ pass vs hipify's own start-up (t)"]
+    assert differs.verdict == "n/a" and "not a valid reference" in differs.ref_value
+    unknown = _cpp_suite(targets_mod, None)["C++ pass vs hipify's own start-up (t)"]
+    assert unknown.verdict == "n/a" and "not judged" in unknown.ref_value
+
+
+def test_hipify_without_torchs_package_import_does_hipifys_work(targets_mod, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The child that loads torch's hipify modules without torch/__init__.py leaves the same files as the
+    child that imports torch, and never runs torch's package import."""
+    if targets_mod.harness.package_dir("torch") is None:
+        pytest.skip("torch is not installed: there is no hipify to compare with")
+    tree = _tiny_tree(tmp_path)
+    (tree / "csrc" / "ops.cpp").write_text("#include <cuda_runtime.h>\nvoid f() { cudaMalloc(0, 0); }\n",
+                                           encoding="utf-8")
+    suite = targets_mod.Suite()
+    copies = []
+    for key, child in (("hipify", targets_mod.harness.HIPIFY_CHILD),
+                       ("hipify-alone", targets_mod.harness.HIPIFY_ALONE_CHILD)):
+        copy = tmp_path / key
+        targets_mod.harness.copy_files(tree, ["csrc/reduce.cu", "csrc/ops.cpp"], copy)
+        copies.append(copy)
+        suite.add(targets_mod.Measurement(f"cpp:tiny:{key}", key, [sys.executable, "-P", "-c", child, str(copy)],
+                                          tmp_path, 1, ok_rc=(0,), parse=targets_mod.last_json))
+    suite.hipify_copies["cpp:tiny"] = (copies[0], copies[1])
+    targets_mod.run_interleaved(list(suite.ms.values()))
+    alone = suite.ms["cpp:tiny:hipify-alone"]
+    assert alone.done and alone.extra[0]["torch_init_ran"] == 0 and alone.extra[0]["files"] == 2
+    written = targets_mod.tree_files(copies[1])
+    assert "csrc/ops_hip.cpp" in written and b"hipMalloc" in written["csrc/ops_hip.cpp"]
+    targets_mod.compare_hipify_outputs(suite)
+    assert suite.hipify_same == {"cpp:tiny": True}
+    # a copy that differs is caught
+    (copies[1] / "csrc" / "ops_hip.cpp").write_text("changed", encoding="utf-8")
+    suite.notes.clear()
+    targets_mod.compare_hipify_outputs(suite)
+    assert suite.hipify_same == {"cpp:tiny": False} and "did NOT reproduce" in suite.notes[0]
+
+
 def test_interleaving_runs_rounds_in_order(targets_mod, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     log = tmp_path / "log"
     ms = []

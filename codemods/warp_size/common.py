@@ -30,6 +30,10 @@ RAW_WARP_CALL = re.compile(
     r"__syncwarp|__match_(?:any|all)_sync|__reduce_\w+_sync)\s*\("
 )
 PORTER_COLLECTIVE = re.compile(r"\bporter_(?:shfl\w*|ballot\w*|any\w*|all\w*|activemask\w*|syncwarp)\s*\(")
+# substrings every match of RAW_WARP_CALL contains: a text with none of them has no raw warp call (tested
+# first, in C, before the pattern scans a whole function body)
+RAW_WARP_NEEDLES = ("__shfl", "__ballot", "__any_sync", "__all_sync", "__activemask", "__syncwarp", "__match_",
+                    "__reduce_")
 SHFL_CALL = re.compile(r"\b__shfl(?:_up|_down|_xor)?(?:_sync)?\s*\(")
 PTX_WARP = re.compile(r"shfl\.sync|vote\.|%%?laneid|%%?lanemask_|redux\.sync|activemask|bar\.warp\.sync")
 PTX_MMA = re.compile(r"\bmma\.sync|\bldmatrix|\bwmma\.|\bmma\.")

@@ -13,6 +13,7 @@ from .common import (
     PORTER_COLLECTIVE,
     PTX_MMA,
     RAW_WARP_CALL,
+    RAW_WARP_NEEDLES,
     TAINT_NAME,
     TAINT_SOURCE,
     Func,
@@ -40,7 +41,7 @@ class Constants:
                 if body:
                     sym.defines.setdefault(name, body)
             for i, line in enumerate(self.scan.lines):
-                if self.scan.status[i][config] == 0:
+                if self.scan.status[i][config] == 0 or "const" not in line:  # (the pattern needs `const`)
                     continue
                 for m in self._CONST_DECL.finditer(line):
                     if self.scan.status[i][config] == 1 or m.group(1) not in sym.consts:
@@ -58,8 +59,10 @@ class Constants:
         return cache[name]
 
     def arch_name(self, text: str) -> str:
-        for i in _IDENT.findall(text):
-            if self.arch_value(i) is not None:
+        """The first identifier in ``text`` that is a warp constant of another value under HIP, or ""."""
+        cache = self.__dict__.setdefault("_arch_cache", {})
+        for i in dict.fromkeys(_IDENT.findall(text)):  # each name once, in order of first use
+            if (cache[i] if i in cache else self.arch_value(i)) is not None:
                 return i
         return ""
 
@@ -171,7 +174,9 @@ class Constants:
             if self._raw_call(f.text) or called & (self.macro_raw | set(self.aliases)):
                 f.raw_warp = True
                 raw_names.add(f.name)
-            if PTX_MMA.search(f.text) or re.search(r"\bwmma::|\bnvcuda::wmma", f.text):
+            t = f.text  # (each pattern after a test for a substring all its matches contain)
+            if ("mma." in t or "ldmatrix" in t) and PTX_MMA.search(t) or "wmma" in t and re.search(
+                    r"\bwmma::|\bnvcuda::wmma", t):
                 f.mma = True
         changed = True
         while changed:  # functions calling a raw-warp device function are raw too
@@ -186,7 +191,7 @@ class Constants:
         self.raw_names = raw_names
         coll: set[str] = set(raw_names)
         for f in self.funcs:
-            if f.raw_warp or PORTER_COLLECTIVE.search(f.text):
+            if f.raw_warp or "porter_" in f.text and PORTER_COLLECTIVE.search(f.text):
                 f.collective = True
                 coll.add(f.name)
         changed = True
@@ -202,7 +207,8 @@ class Constants:
         self.collective_names = coll
         self.ballot_wrappers = {
             f.name for f in self.funcs
-            if f.kind != "host" and f.name and re.search(r"\breturn\b[^;]*\b(?:__ballot(?:_sync)?|__activemask)\s*\(", f.text)
+            if f.kind != "host" and f.name and ("__ballot" in f.text or "__activemask" in f.text)
+            and re.search(r"\breturn\b[^;]*\b(?:__ballot(?:_sync)?|__activemask)\s*\(", f.text)
         }
         for f in self.funcs:
             self._taint(f)
@@ -227,6 +233,8 @@ class Constants:
 
     def _raw_call(self, text: str) -> bool:
         """A raw warp intrinsic call in ``text`` that is not one of the repository's own HIP shims."""
+        if not any(n in text for n in RAW_WARP_NEEDLES):
+            return False
         if not self.shims:
             return bool(RAW_WARP_CALL.search(text))
         return any(m.group(0).split("(")[0].strip() not in self.shims for m in RAW_WARP_CALL.finditer(text))

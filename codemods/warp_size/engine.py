@@ -151,7 +151,7 @@ class Analyser(Offsets, Constants, Intrinsics, Rules, Physical):
         seen = {s.start for s in self.sites if s.code == "PRT512"}
         pos = 0
         for i, line in enumerate(self.scan.lines):
-            if self.scan.status[i][HIP] != 0 or i in self.scan.blank_directive:
+            if "__AMDGCN_WAVEFRONT_SIZE" in line and (self.scan.status[i][HIP] != 0 or i in self.scan.blank_directive):
                 for m in re.finditer(r"\b__AMDGCN_WAVEFRONT_SIZE(?:__)?\b", line):
                     a = pos + m.start()
                     if a not in seen and self.text[a:a + 1].isspace():

@@ -410,7 +410,12 @@ def scan(text: str, known: Mapping[str, str] | None = None) -> Scan:
 _SPACE = {1: " ", 2: "\u00a0", 3: "\u3000"}
 
 
+_ASCII_BLANK = {i: " " for i in range(128) if chr(i) not in "\r\n"}
+
+
 def _blank(s: str) -> str:
+    if s.isascii():
+        return s.translate(_ASCII_BLANK)
     return "".join(ch if ch in "\r\n" else (" " if ord(ch) < 128 else _SPACE.get(len(ch.encode("utf-8",
                    "surrogatepass")), ch)) for ch in s)
 

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import languages, proc, registry
 from .config import Settings
@@ -31,9 +31,11 @@ from .discovery import Discovery, SourceRef, discover, is_within
 from .engine import FixOutcome, Stage, analyze, fix
 from .findings import Finding
 from .framework import LazyFacts, RepoFacts, load
-from .patchset import FileChange, Patch, PatchSeries
 from .safewrite import RootWriter, WriteRefused, content_digest
 from .textio import READ_FLAGS, Decoded, SourceError, atomic_write, read_bounded, read_source
+
+if TYPE_CHECKING:
+    from .patchset import Patch, PatchSeries
 
 Mode = Literal["audit", "fix"]
 MANIFEST_LANGUAGES = {languages.REQUIREMENTS, languages.PYPROJECT, languages.SETUP_CFG, languages.CONDA}
@@ -110,6 +112,8 @@ class RunResult:
 
     def series(self) -> PatchSeries:
         """One patch per family (in application order), then any extra patches (HIPify)."""
+        from .patchset import FileChange, Patch, PatchSeries  # an audit never builds patches
+
         order = {f.name: f.order for f in registry.families()}
         buckets: dict[tuple[int, int, str], Patch] = {}
         created: set[str] = set()

@@ -70,7 +70,7 @@ def test_a_cpp_only_audit_loads_only_what_the_cpp_pass_needs(tmp_path: Path) -> 
     tops = _tops(got["modules"])
     heavy = {"libcst", "rich", "packaging", "pathspec"}
     assert not tops & heavy, sorted(tops & heavy)
-    assert "porter.manifests" not in got["modules"]
+    assert "porter.manifests" not in got["modules"] and "porter.patchset" not in got["modules"]  # no patches
     assert got["queries"] == 0
 
 

@@ -94,16 +94,6 @@ def test_the_walk_captures_exactly_what_the_query_did() -> None:
             assert [s for s, _e, _k in nodes] == sorted(s for s, _e, _k in nodes), (name, cap)  # source order
 
 
-def test_no_query_is_compiled_by_the_warp_analysis(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*_a: object, **_k: object) -> None:
-        raise AssertionError("the warp analysis compiled a tree-sitter query")
-
-    monkeypatch.setattr(tree_sitter, "Query", refuse)
-    monkeypatch.setattr(tree_sitter, "QueryCursor", refuse)
-    a = engine.analyse("__global__ void k(float v) { v += __shfl_down_sync(0xffffffff, v, 16); }\n")
-    assert [s.code for s in a.sites] == ["PRT501"]
-
-
 def _sites(text: str, strategy: str) -> list[tuple]:
     return [(s.code, s.start, s.end, s.message, tuple(s.edits), s.fix, s.needs_header, s.info, s.work)
             for s in engine.analyse(text, strategy).sites]

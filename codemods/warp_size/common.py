@@ -118,9 +118,14 @@ _BY_TEXT = {"identifier": ("wid", frozenset({b"warpSize", b"__AMDGCN_WAVEFRONT_S
             "field_identifier": ("wfield", frozenset({b"warpSize"}))}
 
 
-@lru_cache(maxsize=1)
-def _kinds() -> dict[int, tuple]:
-    """Node kind id (as ``Node.kind_id`` gives it) -> what to do with such a node; named kinds only."""
+_TEXTS = frozenset().union(*(texts for _cap, texts in _BY_TEXT.values()))
+
+
+@lru_cache(maxsize=2)
+def _kinds(by_text: bool = True) -> dict[int, tuple]:
+    """Node kind id (as ``Node.kind_id`` gives it) -> what to do with such a node; named kinds only.
+    Without ``by_text``, the kinds captured by their text are left out (a source that holds none
+    of those texts)."""
     lang = language()
     out: dict[int, tuple] = {}
     for kind_id in range(lang.node_kind_count):
@@ -131,7 +136,7 @@ def _kinds() -> dict[int, tuple]:
             out[kind_id] = (0, _PLAIN[name])
         elif name in _WITH_FIELDS:
             out[kind_id] = (1, *_WITH_FIELDS[name])
-        elif name in _BY_TEXT:
+        elif name in _BY_TEXT and by_text:
             out[kind_id] = (2, *_BY_TEXT[name])
     return out
 
@@ -139,7 +144,7 @@ def _kinds() -> dict[int, tuple]:
 def captures(root: Node, data: bytes) -> dict[str, list[Node]]:
     """The nodes under ``root`` (itself included) that the query above captures, per capture name, in
     pre-order (by start byte; a node before the nodes it contains). ``data`` is the parsed source."""
-    kinds = _kinds()
+    kinds = _kinds(any(text in data for text in _TEXTS))
     caps: dict[str, list[Node]] = {}
     cursor = root.walk()
     down, right, up = cursor.goto_first_child, cursor.goto_next_sibling, cursor.goto_parent

@@ -53,7 +53,7 @@ class Constants:
         cache = self.__dict__.setdefault("_arch_cache", {})
         if name not in cache:
             hv = self.hsym.value(name) if name in self.hsym.defines or name in self.hsym.consts else None
-            cv = self.sym.value(name)
+            cv = self.sym.value(name) if hv is not None else None  # (no HIP value: the CUDA one does not matter)
             cache[name] = hv if hv is not None and cv is not None and hv != cv and (
                 self.sym.is_warp_name(name) or hv >= 32 and hv % 32 == 0 or name == "C10_WARP_SIZE") else None
         return cache[name]

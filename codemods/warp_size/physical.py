@@ -178,7 +178,9 @@ class Physical:
 
     def _cub_widths(self) -> None:
         """cub/hipcub code whose width is physical on AMD."""
-        for m in re.finditer(r"\bCUB_WARP_THREADS\s*\(\s*\w*\s*\)|\bCUB_PTX_WARP_THREADS\b", self.text):
+        found = () if "WARP_THREADS" not in self.text else re.finditer(  # (every match contains it)
+            r"\bCUB_WARP_THREADS\s*\(\s*\w*\s*\)|\bCUB_PTX_WARP_THREADS\b", self.text)
+        for m in found:
             ctx = self.text[max(0, m.start() - 40): m.end() + 40]
             if not re.search(r"[=!<>]=|[<>]|%|/", ctx):
                 continue

@@ -203,8 +203,10 @@ def _init_worker(root: str, settings: Settings, facts: RepoFacts, mode: Mode) ->
         pass
 
 
-class _Timeout(Exception):
-    pass
+class _Timeout(BaseException):
+    """The file's CPU time ran out. Not an ``Exception``: the engine's ``except Exception`` guards (one
+    crashing family must not hide the others) would otherwise swallow it wherever the timer fires inside
+    one, and re-run the families with no limit left."""
 
 
 @contextmanager

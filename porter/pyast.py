@@ -95,6 +95,7 @@ def _ordered_children(node: ast.AST) -> Iterable[ast.AST]:
     """The node's children in source order (``ast``'s field order differs for a few classes)."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         yield from node.decorator_list
+        yield from getattr(node, "type_params", ())  # Python 3.12+: `def f[T: bound]()`, `class C[T]`
         if isinstance(node, ast.ClassDef):
             yield from node.bases
             yield from node.keywords

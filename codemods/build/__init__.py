@@ -82,14 +82,32 @@ def _reported_literal(value: str) -> bool:
     return value in _TRANSLATE and value not in ("-G", "-dc")
 
 
-def python_gate(ctx: PyContext) -> bool:
-    """Can BuildVisitor report on this file? (exact: see the derivation above)"""
-    import ast
+GATE_FACTS = "build.gate"  # ctx.cache key of the ast visitor that gathers the gate's facts (``gate.py``)
 
-    from porter.codemods._py_gates import imports_module, literal_values
+
+def python_gate(ctx: PyContext) -> bool:
+    """Can BuildVisitor report on this file? (exact: see the derivation above)
+
+    The keyword, dict-key and literal facts come from ``gate.BuildGateFacts``, which runs in the
+    shared ast walk; without a complete walk's facts the tree is scanned here (``scan``), with the
+    same answer.
+    """
+    from porter.codemods._py_gates import imports_module
 
     if "CUDA_HOME" in ctx.text and imports_module(ctx, lambda m: m.split(".")[0] == "torch"):
         return True
+    facts = ctx.cache.get(GATE_FACTS)
+    if facts is None or facts.failed:
+        return scan(ctx)
+    return bool(facts.hit)
+
+
+def scan(ctx: PyContext) -> bool:
+    """The keyword, dict-key and literal part of the gate, over the whole tree on its own."""
+    import ast
+
+    from porter.codemods._py_gates import literal_values
+
     for node in ast.walk(ctx.tree):
         if isinstance(node, ast.keyword):
             if node.arg in ("nvcc", "extra_cuda_cflags"):
@@ -183,6 +201,7 @@ FAMILY = Family(
             "--gpus", "NVIDIA_", "download.pytorch.org", "+cu"),
     python_tokens=PYTHON_TOKENS,
     python="porter.codemods.build.visitor:BuildVisitor",
+    python_ast="porter.codemods.build.gate:BuildGateFacts",  # reports nothing: the gate's facts
     python_gate="porter.codemods.build:python_gate",
     checkers={"shell": "porter.codemods.build.visitor:check_shell", "yaml": "porter.codemods.build.visitor:check_yaml", "dockerfile": "porter.codemods.build.visitor:check_dockerfile"},
     description="Gates nvcc-only flags of CUDAExtension builds on `torch.version.hip`, points pip commands in "

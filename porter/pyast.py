@@ -166,11 +166,36 @@ def walk(tree: ast.AST, visitors: Sequence[AstVisitor]) -> None:
             visit.setdefault(cls_name, []).append(getattr(v, meth))
         for cls_name, meth in leaves.items():
             leave.setdefault(cls_name, []).append(getattr(v, meth))
-    _walk(tree, visit, leave)
+    _walk(tree, _Dispatch(visit, leave))
 
 
 _SPECIAL = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Call, ast.Dict, ast.IfExp, ast.arguments)
 _PLANS: dict[type, tuple[str, ...] | None] = {}
+# ASDL's builtin types (``Python.asdl``): a field of one of them never holds a node
+_SCALAR_TYPES = frozenset({"identifier", "string", "int", "constant"})
+
+
+def _scalar_fields(cls: type) -> frozenset[str]:
+    """The fields of ``cls`` that the grammar types as identifiers, strings, ints or constants.
+
+    Read from the class's ASDL signature (its docstring, ``Name(identifier id, expr_context ctx)``);
+    nothing when the signature does not name exactly the class's fields.
+    """
+    doc = (cls.__doc__ or "").split("\n", 1)[0].strip()
+    head = cls.__name__ + "("
+    if not doc.startswith(head) or not doc.endswith(")"):
+        return frozenset()
+    inner = doc[len(head):-1].strip()
+    declared: dict[str, str] = {}
+    for part in inner.split(",") if inner else ():
+        words = part.split()
+        if len(words) != 2:
+            return frozenset()
+        kind, name = words
+        declared[name] = kind.rstrip("?*")
+    if tuple(declared) != tuple(cls._fields):
+        return frozenset()
+    return frozenset(name for name, kind in declared.items() if kind in _SCALAR_TYPES)
 
 
 def _plan(cls: type) -> tuple[str, ...] | None:
@@ -178,31 +203,37 @@ def _plan(cls: type) -> tuple[str, ...] | None:
     if issubclass(cls, _SPECIAL):
         plan = None
     else:
-        plan = tuple(f for f in cls._fields if f not in ("ctx", "op", "ops", "type_ignores"))
+        scalars = _scalar_fields(cls)
+        plan = tuple(f for f in cls._fields if f not in ("ctx", "op", "ops", "type_ignores") and f not in scalars)
     _PLANS[cls] = plan
     return plan
 
 
-def _walk(node: ast.AST, visit: Mapping[str, list[Handler]], leave: Mapping[str, list[Handler]]) -> None:
+class _Dispatch(dict):
+    """``{node class: (visit handlers, child fields, leave handlers)}`` for one walk, filled on first
+    sight of a class from the name-keyed handler lists."""
+
+    __slots__ = ("visit", "leave")
+
+    def __init__(self, visit: Mapping[str, list[Handler]], leave: Mapping[str, list[Handler]]) -> None:
+        super().__init__()
+        self.visit = visit
+        self.leave = leave
+
+    def __missing__(self, cls: type) -> tuple[list[Handler] | None, tuple[str, ...] | None, list[Handler] | None]:
+        name = cls.__name__
+        plan = _PLANS[cls] if cls in _PLANS else _plan(cls)
+        entry = self[cls] = (self.visit.get(name) or None, plan, self.leave.get(name) or None)
+        return entry
+
+
+def _walk(node: ast.AST, dispatch: _Dispatch) -> None:
     cls = node.__class__
-    name = cls.__name__
-    handlers = visit.get(name)
+    handlers, plan, leaves = dispatch[cls]
     if handlers:
         for h in handlers:
             h(node)
-    plan = _PLANS[cls] if cls in _PLANS else _plan(cls)
-    if cls is ast.Call and not (node.keywords and any(a.__class__ is ast.Starred for a in node.args)):
-        # the common call (keywords after every positional argument) without a generator
-        _walk(node.func, visit, leave)
-        for arg in node.args:
-            _walk(arg, visit, leave)
-        for kw in node.keywords:
-            _walk(kw, visit, leave)
-    elif plan is None:
-        for child in _ordered_children(node):
-            if not isinstance(child, _SKIP):
-                _walk(child, visit, leave)
-    else:
+    if plan is not None:
         for field in plan:
             value = getattr(node, field, None)
             if value is None:
@@ -210,12 +241,22 @@ def _walk(node: ast.AST, visit: Mapping[str, list[Handler]], leave: Mapping[str,
             if value.__class__ is list:
                 for item in value:
                     if isinstance(item, ast.AST) and not isinstance(item, _SKIP):
-                        _walk(item, visit, leave)
+                        _walk(item, dispatch)
             elif isinstance(value, ast.AST) and not isinstance(value, _SKIP):
-                _walk(value, visit, leave)
-    handlers = leave.get(name)
-    if handlers:
-        for h in handlers:
+                _walk(value, dispatch)
+    elif cls is ast.Call and not (node.keywords and any(a.__class__ is ast.Starred for a in node.args)):
+        # the common call (keywords after every positional argument) without a generator
+        _walk(node.func, dispatch)
+        for arg in node.args:
+            _walk(arg, dispatch)
+        for kw in node.keywords:
+            _walk(kw, dispatch)
+    else:
+        for child in _ordered_children(node):
+            if not isinstance(child, _SKIP):
+                _walk(child, dispatch)
+    if leaves:
+        for h in leaves:
             h(node)
 
 

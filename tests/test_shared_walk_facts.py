@@ -46,13 +46,14 @@ def _python_sources() -> list[tuple[str, str]]:
 
 
 def _walk_ids(tree: ast.AST) -> Counter:
+    """How often ``porter.pyast.walk`` visits each node (a visitor with a handler for every class)."""
     seen: Counter = Counter()
 
-    def visit(node: ast.AST) -> None:
+    def visit(self: pyast.AstVisitor, node: ast.AST) -> None:
         seen[id(node)] += 1
 
-    names = {cls.__name__ for cls in _ast_classes()}
-    pyast._walk(tree, {n: [visit] for n in names}, {})
+    every = type("Every", (pyast.AstVisitor,), {f"visit_{cls.__name__}": visit for cls in _ast_classes()})
+    pyast.walk(tree, [every.__new__(every)])
     return seen
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from . import registry
 from .config import Settings
 from .findings import Applicability, Edit, Finding
-from .framework import Family, FileContext, PyContext, RepoFacts, load
+from .framework import Family, FileContext, PyContext, RepoFacts, TokenPresence, load
 from .suppress import Suppressions
 
 
@@ -37,7 +37,8 @@ MAX_ROUNDS = 12
 
 def families_for(language: str, text: str, settings: Settings, relpath: str = "") -> list[Family]:
     """Families that can report anything on this file (language, pre-filter, selection)."""
-    return [fam for fam in _selected(settings, language) if fam.matches(text, language, relpath)]
+    present = TokenPresence(text)  # a token several families name is searched for once
+    return [fam for fam in _selected(settings, language) if fam.matches(text, language, relpath, present)]
 
 
 _SELECTED: dict[tuple[int, str], tuple[Settings, list[Family]]] = {}

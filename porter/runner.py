@@ -726,13 +726,11 @@ def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | No
             manifest_texts[rel] = data.decode("utf-8", "replace")
         except OSError:
             continue
-    try:
-        from .manifests import collect_pins, manifest_folder
-    except ImportError:  # pragma: no cover - during development
-        collect_pins = None  # type: ignore[assignment]
     pins: dict[str, str] = {}
     scopes: dict[str, dict[str, str]] = {}
-    if collect_pins is not None and manifest_texts:
+    if manifest_texts:  # the manifest readers (and packaging) load only for a tree that has manifests
+        from .manifests import collect_pins, manifest_folder
+
         by_folder: dict[str, dict[str, str]] = {}
         for rel, text in manifest_texts.items():
             by_folder.setdefault(manifest_folder(rel), {})[rel] = text

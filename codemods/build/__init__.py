@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from porter.config import Option
@@ -67,11 +66,8 @@ PYTHON_TOKENS = ("cpp_extension", "CUDAExtension", "nvcc", "extra_cuda_cflags")
 # String literals are LibCST's: each piece of an implicit concatenation on its own.
 _REPORTED_FLAGS = ((_EXACT | _WITH_ARG | set(_TRANSLATE)) - {"-t", "-code", "-keep", "-G", "-dc"})
 # a string whose value holds none of these as a substring has no literal piece the visitor reports
-_NEEDLES = re.compile("|".join(map(re.escape, sorted(_REPORTED_FLAGS | set(_PREFIXES) | {"TORCH_CUDA_ARCH_LIST"}))))
-
-
-def _needle(value: str) -> bool:
-    return _NEEDLES.search(value) is not None
+# (compiled in ``gate.py``, which loads only for a file the family's tokens admit)
+NEEDLES = tuple(sorted(_REPORTED_FLAGS | set(_PREFIXES) | {"TORCH_CUDA_ARCH_LIST"}))
 
 
 def _reported_literal(value: str) -> bool:
@@ -107,6 +103,7 @@ def scan(ctx: PyContext) -> bool:
     import ast
 
     from porter.codemods._py_gates import literal_values
+    from porter.codemods.build.gate import _needle
 
     for node in ast.walk(ctx.tree):
         if isinstance(node, ast.keyword):

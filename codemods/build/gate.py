@@ -13,13 +13,20 @@ tree itself, as before.
 from __future__ import annotations
 
 import ast
+import re
 
 from porter.codemods._py_gates import literal_values
-from porter.codemods.build import GATE_FACTS, NAME, _needle, _reported_literal
+from porter.codemods.build import GATE_FACTS, NAME, NEEDLES, _reported_literal
 from porter.framework import PyContext
 from porter.pyast import AstVisitor
 
 _KEYWORDS = frozenset({"nvcc", "extra_cuda_cflags"})
+_NEEDLES = re.compile("|".join(map(re.escape, NEEDLES)))
+
+
+def _needle(value: str) -> bool:
+    """Whether ``value`` holds a flag (or flag prefix) the visitor reports as a substring."""
+    return _NEEDLES.search(value) is not None
 
 
 class BuildGateFacts(AstVisitor):

@@ -16,7 +16,7 @@ character offsets every finding uses, so a rule gives the same line/column on ei
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .findings import Applicability, Finding
@@ -40,6 +40,9 @@ class AstVisitor:
 
     family: ClassVar[str] = ""
     _handlers: ClassVar[dict[type, tuple[dict[str, str], dict[str, str]]]] = {}
+    # When set (in ``__init__``, before the walk): ``visit_Name`` is called only for names whose
+    # ``id`` is in it. A visitor sets it only when its ``visit_Name`` does nothing for other names.
+    name_ids: Container[str] | None = None
 
     def __init__(self, ctx: PyContext) -> None:
         self.ctx = ctx
@@ -166,7 +169,21 @@ def walk(tree: ast.AST, visitors: Sequence[AstVisitor]) -> None:
             visit.setdefault(cls_name, []).append(getattr(v, meth))
         for cls_name, meth in leaves.items():
             leave.setdefault(cls_name, []).append(getattr(v, meth))
+    filtered = [v.name_ids for v in visitors if "Name" in type(v).handler_names()[0]]
+    if any(ids is not None for ids in filtered):
+        visit["Name"] = [_names_dispatch(list(zip(filtered, visit["Name"], strict=True)))]
     _walk(tree, _Dispatch(visit, leave))
+
+
+def _names_dispatch(pairs: list[tuple[Container[str] | None, Handler]]) -> Handler:
+    """One ``Name`` handler calling each visitor's ``visit_Name`` (in order) for the ids it asked for."""
+    def visit_name(node: ast.Name) -> None:
+        name = node.id
+        for ids, handler in pairs:
+            if ids is None or name in ids:
+                handler(node)
+
+    return visit_name
 
 
 _SPECIAL = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Call, ast.Dict, ast.IfExp, ast.arguments)

@@ -178,3 +178,51 @@ def test_build_gate_scans_when_a_fact_test_fails(monkeypatch: pytest.MonkeyPatch
     facts = BuildGateFacts(ctx)
     pyast.walk(tree, [facts])
     assert facts.failed and build.python_gate(ctx) is True
+
+
+# -- visit_Name pre-filters (AstVisitor.name_ids) ----------------------------------------------------
+
+class _Names(pyast.AstVisitor):
+    def __init__(self, tag: str, ids: frozenset[str] | None, log: list[tuple[str, str]]) -> None:
+        self.tag, self.name_ids, self.log = tag, ids, log
+
+    def visit_Name(self, node: ast.Name) -> None:
+        self.log.append((self.tag, node.id))
+
+
+def test_walk_calls_visit_name_for_the_ids_a_visitor_asked_for_in_order() -> None:
+    log: list[tuple[str, str]] = []
+    visitors = [_Names("a", frozenset({"x"}), log), _Names("b", None, log), _Names("c", frozenset({"y", "x"}), log)]
+    pyast.walk(ast.parse("x + y + z\n"), visitors)
+    assert log == [("a", "x"), ("b", "x"), ("c", "x"), ("b", "y"), ("c", "y"), ("b", "z")]
+
+
+def _finding_keys(found: list) -> list[tuple]:
+    return [(f.code, f.line, f.column, f.end_line, f.end_column, f.message, f.fix, tuple(f.edits)) for f in found]
+
+
+@pytest.mark.parametrize("family", ["packages", "device_audit"])
+def test_name_filters_leave_the_findings_unchanged(family: str) -> None:
+    """The families' name_ids only skip calls that would do nothing: the same findings without them."""
+    fam = registry.family(family)
+    assert fam is not None and fam.python_ast is not None
+    from porter.framework import load
+
+    cls = load(fam.python_ast)
+    compared = 0
+    for relpath, text in _python_sources():
+        if not fam.matches(text, "python", relpath):
+            continue
+        tree = ast.parse(text)
+        runs = []
+        for keep in (True, False):
+            ctx = PyContext(relpath, text, "python", settings_for(family), None, ast_tree=tree)
+            visitor = cls(ctx)
+            assert visitor.name_ids is not None
+            if not keep:
+                visitor.name_ids = None
+            pyast.walk(tree, [visitor])
+            runs.append(_finding_keys(visitor.findings))
+        assert runs[0] == runs[1], relpath
+        compared += bool(runs[0])
+    assert compared > 10

@@ -192,27 +192,37 @@ _PLANS: dict[type, tuple[str, ...] | None] = {}
 _SCALAR_TYPES = frozenset({"identifier", "string", "int", "constant"})
 
 
-def _scalar_fields(cls: type) -> frozenset[str]:
+# classes whose plan follows their ASDL signature: every value of a planned field is a node, a
+# list of nodes, or None (an absent optional child)
+_TYPED: set[type] = set()
+
+
+def _scalar_fields(cls: type) -> frozenset[str] | None:
     """The fields of ``cls`` that the grammar types as identifiers, strings, ints or constants.
 
     Read from the class's ASDL signature (its docstring, ``Name(identifier id, expr_context ctx)``);
-    nothing when the signature does not name exactly the class's fields.
+    None when the signature does not name exactly the class's fields.
     """
     doc = (cls.__doc__ or "").split("\n", 1)[0].strip()
     head = cls.__name__ + "("
     if not doc.startswith(head) or not doc.endswith(")"):
-        return frozenset()
+        return None
     inner = doc[len(head):-1].strip()
     declared: dict[str, str] = {}
     for part in inner.split(",") if inner else ():
         words = part.split()
         if len(words) != 2:
-            return frozenset()
+            return None
         kind, name = words
         declared[name] = kind.rstrip("?*")
     if tuple(declared) != tuple(cls._fields):
-        return frozenset()
+        return None
+    if any(kind in _NODE_FREE and name not in ("ctx", "op", "ops", "type_ignores") for name, kind in declared.items()):
+        return None  # an operator or context under another name: not the grammar this reads
     return frozenset(name for name, kind in declared.items() if kind in _SCALAR_TYPES)
+
+
+_NODE_FREE = frozenset({"expr_context", "boolop", "operator", "unaryop", "cmpop", "type_ignore"})
 
 
 def _plan(cls: type) -> tuple[str, ...] | None:
@@ -221,7 +231,10 @@ def _plan(cls: type) -> tuple[str, ...] | None:
         plan = None
     else:
         scalars = _scalar_fields(cls)
-        plan = tuple(f for f in cls._fields if f not in ("ctx", "op", "ops", "type_ignores") and f not in scalars)
+        if scalars is not None:
+            _TYPED.add(cls)
+        plan = tuple(f for f in cls._fields if f not in ("ctx", "op", "ops", "type_ignores")
+                     and f not in (scalars or ()))
     _PLANS[cls] = plan
     return plan
 
@@ -237,20 +250,30 @@ class _Dispatch(dict):
         self.visit = visit
         self.leave = leave
 
-    def __missing__(self, cls: type) -> tuple[list[Handler] | None, tuple[str, ...] | None, list[Handler] | None]:
+    def __missing__(self, cls: type) -> tuple[list[Handler] | None, tuple[str, ...] | None, bool, list[Handler] | None]:
         name = cls.__name__
         plan = _PLANS[cls] if cls in _PLANS else _plan(cls)
-        entry = self[cls] = (self.visit.get(name) or None, plan, self.leave.get(name) or None)
+        entry = self[cls] = (self.visit.get(name) or None, plan, cls in _TYPED, self.leave.get(name) or None)
         return entry
 
 
 def _walk(node: ast.AST, dispatch: _Dispatch) -> None:
     cls = node.__class__
-    handlers, plan, leaves = dispatch[cls]
+    handlers, plan, typed, leaves = dispatch[cls]
     if handlers:
         for h in handlers:
             h(node)
-    if plan is not None:
+    if typed:  # every planned value is a child node, a list of them, or None
+        for field in plan:  # type: ignore[union-attr]
+            value = getattr(node, field, None)
+            if value is None:
+                continue
+            if value.__class__ is list:
+                for item in value:
+                    _walk(item, dispatch)
+            else:
+                _walk(value, dispatch)
+    elif plan is not None:
         for field in plan:
             value = getattr(node, field, None)
             if value is None:

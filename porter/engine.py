@@ -7,16 +7,20 @@ is exactly the sequence of texts ``porter apply`` goes through.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from . import registry
 from .config import Settings
 from .findings import Applicability, Edit, Finding
 from .framework import Family, FileContext, PyContext, RepoFacts, load
 from .suppress import Suppressions
+
+T = TypeVar("T")
 
 
 class _NoParserError(Exception):
@@ -242,6 +246,23 @@ def select(findings: Iterable[Finding], ctx: FileContext) -> list[Finding]:
     return kept
 
 
+def _quiet(func: Callable[..., T]) -> Callable[..., T]:
+    """Run ``func`` with the warnings Python raises about the target's own code switched off:
+    ``ast.parse`` of a string with an invalid escape (``"\\d"``) warns (a SyntaxWarning on
+    Python 3.12+, printed once per site as ``<unknown>:N: ...``; a DeprecationWarning before). They
+    say nothing about porting, and under ``-W error`` they would turn a file into a parse error."""
+
+    @functools.wraps(func)
+    def quiet(*args: Any, **kwargs: Any) -> T:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return func(*args, **kwargs)
+
+    return quiet
+
+
+@_quiet
 def analyze(
     relpath: str, text: str, language: str, settings: Settings, facts: RepoFacts | None = None
 ) -> list[Finding]:
@@ -413,6 +434,7 @@ def _plain_relpath(path: str) -> bool:
     return True
 
 
+@_quiet
 def fix(
     relpath: str,
     text: str,

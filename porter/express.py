@@ -1,7 +1,8 @@
-"""The express lane: a re-run of a whole-tree audit answered before porter loads anything.
+"""The express lane: a re-run of a whole-tree audit or check answered before porter loads anything.
 
-``porter audit --format json`` (or any format with a plain-text renderer) over a tree that has not
-changed since the last run prints the same report. The full run proves that through its warm-run
+``porter audit --format json`` or ``porter check .`` (any format with a plain-text renderer, on
+stdout) over a tree that has not changed since the last run prints the same report and exits the
+same way. The full run proves that through its warm-run
 record (:class:`porter.runner.RunRecord`), but getting there costs the command line, the settings,
 discovery and the record itself (~0.2 s on 2,300 files). The express lane keeps, per exact
 invocation, what that proof rested on and the bytes it printed, and answers from it when every
@@ -16,8 +17,8 @@ input still has the signature it had:
 * porter's own code (:func:`code_stamp`), the interpreter, the working folder, the arguments and
   the environment variables porter reads.
 
-A record is written only for a run that printed nothing else (no warning; a progress line is
-not output), whose inputs all predate it by :data:`SETTLE_NS` (an edit within the same clock tick
+A record is written only for a run that printed nothing else on stderr than progress and the
+check's one-line summary (a warning is never swallowed), whose inputs all predate it by :data:`SETTLE_NS` (an edit within the same clock tick
 as porter's ``lstat`` would keep every signature: such inputs are not vouched for), and that saw no
 symbolic link (whose target porter cannot sign). Records are files in the user's cache folder,
 authenticated with the per-user secret of the audit cache, so the target cannot plant one.
@@ -243,17 +244,22 @@ class _Watch:
         self.text: list[str] = []
 
     def write(self, s: str) -> int:
+        n = self._stream.write(s)  # click probes streams with write(b""): that raises here, unrecorded
         self.text.append(s)
-        return self._stream.write(s)
+        return n
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
 
 
-def _only_progress(text: str) -> bool:
+_PROGRESS = r"porter: \d+/\d+ files \(\d+%\), [0-9.]+ files/s, \d+ s\n"
+
+
+def _only_progress(text: str, then: str = "") -> bool:
+    """Whether ``text`` (what went to stderr) is progress lines and then exactly ``then``."""
     import re
 
-    return re.fullmatch(r"(?:porter: \d+/\d+ files \(\d+%\), [0-9.]+ files/s, \d+ s\n)*", text) is not None
+    return re.fullmatch(f"(?:{_PROGRESS})*", text[: len(text) - len(then)]) is not None and text.endswith(then)
 
 
 # -- the record --------------------------------------------------------------------------------
@@ -307,7 +313,7 @@ def _read(path: str) -> bytes | None:
 
 
 def _eligible(argv: Sequence[str]) -> bool:
-    return bool(argv) and argv[0] == "audit" and not any(
+    return bool(argv) and argv[0] in ("audit", "check") and not any(
         a in ("-h", "--help", "--no-cache", "-") or a.startswith(("-o", "--output")) for a in argv)
 
 
@@ -321,15 +327,28 @@ def answer(argv: Sequence[str]) -> int | None:
         base = user_cache_dir()
     except (KeyError, RuntimeError, OSError):
         return None
-    key = _key(argv)
-    secret = cache_secret(base, create=False)  # none yet: the full run creates it, the offer reads it
-    code = _check(_path(base, key), key, secret) if secret is not None else None
-    if code is None:
+    try:
+        key = _key(argv)
+        secret = cache_secret(base, create=False)  # none yet: the full run creates it, the offer reads it
+        hit = _check(_path(base, key), key, secret) if secret is not None else None
+    except Exception:  # noqa: BLE001 - the lane is an optimisation: anything odd goes to the full run
+        return None
+    stream = getattr(sys.stdout, "buffer", None)
+    if hit is None or stream is None:
         _TRACE[:] = [_Trace(key, base, secret)]
+        return None
+    out, err, code = hit
+    stream.write(out)
+    stream.flush()
+    if err:
+        sys.stderr.write(err)
+        sys.stderr.flush()
     return code
 
 
-def _check(path: str, key: str, secret: bytes) -> int | None:
+def _check(path: str, key: str, secret: bytes) -> tuple[bytes, str, int] | None:
+    """The recorded (stdout bytes, stderr text, exit code) when the record is authentic and every
+    input it names is unchanged."""
     import hmac
     import json
 
@@ -352,15 +371,10 @@ def _check(path: str, key: str, secret: bytes) -> int | None:
                 return None
         out = rest[int(size):]
         exit_code = int(meta["exit"])
+        err = str(meta["err"])
     except (ValueError, KeyError, TypeError):
         return None
-    stream = getattr(sys.stdout, "buffer", None)
-    if stream is None:
-        return None
-    sys.stdout.flush()
-    stream.write(out)
-    stream.flush()
-    return exit_code
+    return out, err, exit_code
 
 
 def _git_same(directory: str, digest: str) -> bool:
@@ -374,16 +388,26 @@ def _git_same(directory: str, digest: str) -> bool:
     return listed is not None and _digest_names(listed) == digest
 
 
-def offer(text: str, exit_code: int, vouched: Iterable[tuple[str, Sig]]) -> bool:
-    """Write the express record for this run's report ``text`` (already printed), when the lane
-    traced this process and every input is signed, settled and unchanged. ``vouched``: inputs the
-    warm-run record signed before the run read them (already settled), as (path, signature now)."""
+def offer(text: str, exit_code: int, vouched: Iterable[tuple[str, Sig]], err: str = "") -> bool:
+    """See :func:`_offer`; the lane is an optimisation: whatever goes wrong in it, the run goes on."""
+    try:
+        return _offer(text, exit_code, vouched, err)
+    except Exception:  # noqa: BLE001
+        _TRACE.clear()
+        return False
+
+
+def _offer(text: str, exit_code: int, vouched: Iterable[tuple[str, Sig]], err: str = "") -> bool:
+    """Write the express record for this run's report ``text`` (already printed on stdout, then
+    ``err`` on stderr), when the lane traced this process and every input is signed, settled and
+    unchanged. ``vouched``: inputs the warm-run record signed before the run read them (already
+    settled), as (path, signature now)."""
     if not _TRACE:
         return False
     trace = _TRACE[0]
     _TRACE.clear()
     watch = trace.stderr
-    if trace.refused or "\x1b" in text or (watch is not None and not _only_progress("".join(watch.text))):
+    if trace.refused or "\x1b" in text + err or (watch is not None and not _only_progress("".join(watch.text), err)):
         return False
     inputs = dict(trace.inputs)
     for path, s in trace.inputs.items():
@@ -395,7 +419,7 @@ def offer(text: str, exit_code: int, vouched: Iterable[tuple[str, Sig]]) -> bool
         inputs[path] = s
     import json
 
-    meta = {"format": FORMAT, "stamp": code_stamp(), "exit": exit_code,
+    meta = {"format": FORMAT, "stamp": code_stamp(), "exit": exit_code, "err": err,
             "inputs": sorted([p, s] for p, s in inputs.items()), "git": trace.git}
     try:
         head = json.dumps(meta, separators=(",", ":")).encode("utf-8", "surrogateescape")

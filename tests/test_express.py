@@ -157,9 +157,9 @@ def test_no_record_when_the_run_warned(tmp_path: Path) -> None:
     (tree / "README.md").write_text("nothing to port\n")
     time.sleep(SETTLE)
     first = _porter(tree, cache, *ARGS)
-    assert "nothing was checked" in first[3]
+    assert first[0] == 0 and "nothing was checked" in first[3] and "internal error" not in first[3]
     second = _porter(tree, cache, *ARGS)
-    assert not second[2] and "nothing was checked" in second[3]
+    assert second[0] == 0 and not second[2] and "nothing was checked" in second[3]
 
 
 def test_a_forged_record_is_ignored(tmp_path: Path) -> None:
@@ -171,11 +171,28 @@ def test_a_forged_record_is_ignored(tmp_path: Path) -> None:
     assert (code, out, answered) == (0, first, False)
 
 
+def test_a_whole_tree_check_is_answered_with_its_summary_and_exit_code(tmp_path: Path) -> None:
+    tree, cache = _tree(tmp_path), tmp_path / "cache"
+    (tree / "telemetry.py").write_text("import pynvml\npynvml.nvmlInit()\n")
+    time.sleep(SETTLE)
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    runs = [subprocess.run([sys.executable, "-X", "importtime", "-m", "porter", "check", "."], cwd=tree, env=env,
+                           capture_output=True, text=True, timeout=300) for _ in range(2)]
+    first, second = runs
+    assert first.returncode == second.returncode == 1 and first.stdout == second.stdout and "telemetry.py" in first.stdout
+    strip = [[line for line in r.stderr.splitlines() if not line.startswith("import time:")] for r in runs]
+    assert strip[0] == strip[1] and strip[0][-1].startswith("porter: ") and "finding(s)" in strip[0][-1]
+    assert "click" in first.stderr and not re.search(r"\|\s+click$", second.stderr, re.M)
+
+
 def test_progress_lines_are_not_output() -> None:
     assert express._only_progress("porter: 12/80 files (15%), 41.2 files/s, 3 s\nporter: 80/80 files (100%), "
                                    "40.0 files/s, 2 s\n")
     assert not express._only_progress("porter: warning: no files to analyse\n")
     assert not express._only_progress("porter: 1/2 files (50%), 1.0 files/s, 0 s\nsomething else\n")
+    assert express._only_progress("porter: 1/2 files (50%), 1.0 files/s, 0 s\nporter: 3 finding(s)\n",
+                                  "porter: 3 finding(s)\n")
+    assert not express._only_progress("porter: warning: x\nporter: 3 finding(s)\n", "porter: 3 finding(s)\n")
 
 
 def test_the_warm_record_waits_for_inputs_to_settle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -79,6 +79,25 @@ def _syntax_finding(relpath: str, exc: Exception) -> Finding:
     )
 
 
+def _partial_finding(relpath: str, text: str) -> Finding:
+    """CPython's parser refused a file LibCST parses (syntax newer than the Python running porter,
+    e.g. PEP 695 ``type X = ...`` under 3.11): the LibCST rules ran, the ``ast``-tier ones could not."""
+    import ast
+    import sys
+
+    try:
+        ast.parse(text)
+        exc: Exception = SyntaxError("unknown")
+    except SyntaxError as err:
+        exc = err
+    found = _syntax_finding(relpath, exc)
+    message = getattr(exc, "msg", None) or str(exc)
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return replace(found, message=f"Python {version} (the Python running porter) cannot parse this file: {message}; "
+                   "only the rules that run on LibCST analysed it, not the inventory rules that run on "
+                   "CPython's ast: run porter on a Python that parses it for the full audit")
+
+
 _NESTING_MESSAGES = ("too many nested", "too many levels of indentation", "too many statically nested")
 
 
@@ -289,6 +308,8 @@ def analyze(
         if not isinstance(exc, _cst_error()):
             raise
         return [_syntax_finding(relpath, exc)]
+    if isinstance(ctx, PyContext) and ctx.tree is None and any(f.python_ast is not None for f in fams):
+        found.append(_partial_finding(relpath, text))
     if isinstance(ctx, PyContext) and any(f.edits and f.fix != Applicability.NONE for f in found):
         from .fallbacks import guard
 

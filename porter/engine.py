@@ -98,6 +98,16 @@ def _partial_finding(relpath: str, text: str) -> Finding:
                    "CPython's ast: run porter on a Python that parses it for the full audit")
 
 
+def _libcst_partial(relpath: str, exc: Exception) -> Finding:
+    """LibCST refused a file CPython parses (grammar newer than the installed LibCST knows): the
+    ``ast``-tier rules ran, the LibCST ones (the structural rewrites) could not."""
+    found = _syntax_finding(relpath, exc)
+    message = (getattr(exc, "message", None) or str(exc)).splitlines()[0]
+    return replace(found, message=f"LibCST cannot parse this file ({message}); the rules that run on CPython's "
+                   "ast analysed it, not the ones that run on LibCST (the structural rewrites): upgrade libcst "
+                   "for the full audit")
+
+
 _NESTING_MESSAGES = ("too many nested", "too many levels of indentation", "too many statically nested")
 
 
@@ -149,6 +159,13 @@ def raw_findings(ctx: FileContext, fams: Sequence[Family]) -> list[Finding]:
         if py_fams and ctx.tree is not None:
             # each LibCST family's exact gate, decided on the ast tier: no LibCST parse when none holds
             py_fams = [f for f in py_fams if f.python_gate is None or load(f.python_gate)(ctx)]
+        if py_fams and ctx.tree is not None:
+            try:
+                ctx.module  # noqa: B018 - parse here: a LibCST syntax error is not a family's crash
+            except _cst_error() as exc:
+                # CPython parsed it (the ast tier's findings stand), LibCST does not know the syntax
+                found.append(_libcst_partial(ctx.relpath, exc))
+                py_fams = []
         if py_fams:
             ctx.module  # noqa: B018 - parse here: a LibCST syntax error is the file's, not a family's crash
             visitors = [load(f.python)(ctx) for f in py_fams if f.python is not None]

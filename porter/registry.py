@@ -29,7 +29,8 @@ ENGINE_RULES: tuple[Rule, ...] = (
          "and left untouched; the rest of the run goes on. A Python file whose syntax is newer than the "
          "Python running porter (PEP 695 `type` aliases under 3.11, say) is reported too when LibCST "
          "parses it: only the LibCST rules ran on it, and the message says so; run porter on a Python "
-         "that parses the file for the full audit."),
+         "that parses the file for the full audit. The other way round (CPython parses it, the installed "
+         "LibCST does not), the inventory rules ran and the structural rewrites did not: upgrade libcst."),
     rule("PRT002", "undecodable-file", ENGINE, "The file is not valid text in its declared encoding.",
          Category.BENIGN, severity=Severity.ERROR,
          explanation="Python files are decoded per PEP 263 (BOM or coding cookie, else UTF-8); other "

@@ -9,8 +9,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from porter.codemods._class_strings import is_dotted_path, prefix_of, yaml_paths
-from porter.codemods._quant_common import (
+from porter.codemods._shared.calls import (
     UNKNOWN,
     Bound,
     bind,
@@ -22,7 +21,8 @@ from porter.codemods._quant_common import (
     render_call,
     src,
 )
-from porter.codemods._quant_stmt import StatementTracker
+from porter.codemods._shared.class_strings import is_dotted_path, prefix_of, yaml_paths
+from porter.codemods._shared.statements import StatementTracker
 from porter.codemods.quantization import (
     ADAM_8,
     ADAM_32,
@@ -168,7 +168,7 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
 
     def _kwargs_switch(self, node: cst.Assign, target: cst.Subscript) -> None:
         """`kwargs["load_in_8bit"] = True` ... `from_pretrained(..., **kwargs)`."""
-        from porter.codemods._quant_kwargs import _key, dict_uses
+        from porter.codemods.quantization.kwargs import _key, dict_uses
 
         key = _key(target)
         if key not in ("load_in_8bit", "load_in_4bit") or is_literal(node.value, False, None):

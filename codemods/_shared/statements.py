@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from porter.codemods._quant_common import line_indent
+from porter.codemods._shared.calls import line_indent
 from porter.findings import Edit
 
 if TYPE_CHECKING:

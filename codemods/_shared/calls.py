@@ -16,7 +16,6 @@ and writing calls.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -224,14 +223,6 @@ def reference(ctx: PyContext, target: str, *, style: str = "module") -> tuple[st
     return target, (f"import {module}",)
 
 
-_INDENT = re.compile(r"[ \t]*")
-
-
-def line_indent(ctx: PyContext, line: int) -> str:
-    m = _INDENT.match(ctx.line_text(line))
-    return m.group(0) if m else ""
-
-
 def arg_comment(arg: cst.Arg | None) -> str | None:
     """The end-of-line comment written after an argument (``x=1,  # why``), if any."""
     if arg is None:
@@ -269,10 +260,3 @@ def comments_of(bound: Bound, rename: dict[str, str] | None = None) -> dict[str,
 
 def src(ctx: PyContext, node: cst.CSTNode | None) -> str:
     return ctx.code_for(node) if node is not None else ""
-
-
-def low_precision_hint(text: str) -> str | None:
-    """A sign in the file's text that parameters may be fp16/bf16 (None when there is none)."""
-    m = re.search(r"\.half\(\)|\.bfloat16\(\)|torch\.(?:bfloat16|float16|half)\b|[\"'](?:bf16|fp16|bfloat16|float16)[\"']",
-                  text)
-    return m.group(0) if m else None

@@ -16,7 +16,6 @@ from porter.codemods._shared.calls import (
     comments_of,
     is_literal,
     literal,
-    low_precision_hint,
     reference,
     render_call,
     src,
@@ -59,6 +58,13 @@ def _strategy(ctx: PyContext) -> str:
 # `from .nn import modules`, so `bnb.adam.Adam8bit` and `bnb.modules.Linear8bitLt` are the same classes.
 BNB_MODULE_ALIASES = {"bitsandbytes.adam": "bitsandbytes.optim.adam",
                       "bitsandbytes.modules": "bitsandbytes.nn.modules"}
+
+
+def low_precision_hint(text: str) -> str | None:
+    """A sign in the file's text that parameters may be fp16/bf16 (None when there is none)."""
+    m = re.search(r"\.half\(\)|\.bfloat16\(\)|torch\.(?:bfloat16|float16|half)\b|[\"'](?:bf16|fp16|bfloat16|float16)[\"']",
+                  text)
+    return m.group(0) if m else None
 
 
 def bnb_canonical(qual: str) -> str:

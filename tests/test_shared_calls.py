@@ -62,7 +62,7 @@ def test_one_sentinel_convention() -> None:
     ("(1, -1)", (1, -1), (1, -1)), ("[1, -1]", [1, -1], (1, -1)),  # an option reads a list as a tuple
     ("'nf4'", "nf4", UNKNOWN),  # strings are Python literals, not options
     ("-True", UNKNOWN, UNKNOWN), ("1j", 1j, UNKNOWN), ("{'a': 1}", {"a": 1}, UNKNOWN),
-    ("(1,  # why\n 2)", (1, 2), (1, 2)),
+    ("(1,  # why\n 2)", (1, 2), (1, 2)), ("(*w, 1, 2)", UNKNOWN, UNKNOWN),
 ])
 def test_literal_and_option_literal(code: str, python: object, option: object) -> None:
     node = _expr(code)

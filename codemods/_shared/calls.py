@@ -165,8 +165,8 @@ _CONSTANTS = {"True": True, "False": False, "None": None}
 
 def option_literal(node: cst.BaseExpression | None, default: Any = MISSING) -> Any:
     """The value of an option that is a number, True/False/None, a signed number, or a tuple or
-    list of those (read as a tuple; starred elements are skipped); ``default`` when ``node`` is
-    None, :data:`UNKNOWN` for anything else (strings included)."""
+    list of those (read as a tuple); ``default`` when ``node`` is None, :data:`UNKNOWN` for anything
+    else (strings and starred elements included)."""
     if node is None:
         return default
     if isinstance(node, cst.Integer):
@@ -181,8 +181,9 @@ def option_literal(node: cst.BaseExpression | None, default: Any = MISSING) -> A
             return -value if isinstance(node.operator, cst.Minus) else value
         return UNKNOWN
     if isinstance(node, (cst.Tuple, cst.List)):
-        items = tuple(option_literal(el.value, UNKNOWN) for el in node.elements
-                      if not isinstance(el, cst.StarredElement))
+        if any(isinstance(el, cst.StarredElement) for el in node.elements):
+            return UNKNOWN  # `(*w, 1, 2)`: its length and items are not known
+        items = tuple(option_literal(el.value, UNKNOWN) for el in node.elements)
         return UNKNOWN if any(item is UNKNOWN for item in items) else items
     return UNKNOWN
 

@@ -353,7 +353,7 @@ def check(before: str, after: str, g: GateContext, *, requires: Sequence[str] = 
         needs[dist] = f">={floor}"
     # a CUDA-only package left imported although the fix removed its last use
     try:
-        from .codemods._deps_catalog import cuda_only_for
+        from .codemods.dependencies.catalog import cuda_only_for
     except ImportError:  # pragma: no cover - during development
         cuda_only_for = None  # type: ignore[assignment]
     if cuda_only_for is not None:

@@ -72,7 +72,7 @@ def migration_target(settings: Settings, option: str | None) -> tuple[Settings, 
             "porter's default for a migration: the newest stable torch release with ROCm wheels that porter "
             "knows; override it with --target-torch or --config target-torch=...")
     try:
-        from .codemods._deps_catalog import rocm_for_torch, rocm_index
+        from .codemods.dependencies.catalog import rocm_for_torch, rocm_index
     except ImportError:  # pragma: no cover - during development
         return settings, f"torch >= {settings.target_torch} ({how})."
     rocm = settings.option("dependencies", "rocm-version") or rocm_for_torch(settings.target_torch)

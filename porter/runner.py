@@ -708,13 +708,11 @@ def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | No
             manifest_texts[rel] = data.decode("utf-8", "replace")
         except OSError:
             continue
-    try:
-        from .manifests import collect_pins, manifest_folder
-    except ImportError:  # pragma: no cover - during development
-        collect_pins = None  # type: ignore[assignment]
+    from .manifests import collect_pins, manifest_folder
+
     pins: dict[str, str] = {}
     scopes: dict[str, dict[str, str]] = {}
-    if collect_pins is not None and manifest_texts:
+    if manifest_texts:
         by_folder: dict[str, dict[str, str]] = {}
         for rel, text in manifest_texts.items():
             by_folder.setdefault(manifest_folder(rel), {})[rel] = text
@@ -813,10 +811,7 @@ def imported_names(text: str) -> set[str]:
 def _attention_facts(root: Path, refs: Sequence[SourceRef], imported: set[str]) -> tuple[str, object] | None:
     """Where the repo dispatches on Hugging Face's flash-attention string (read, never executed); also
     fills ``imported`` with the names the tree's modules import from one another."""
-    try:
-        from .codemods import _hf_attention as hf
-    except ImportError:  # pragma: no cover - during development
-        return None
+    from .codemods.packages import hf_attention as hf
 
     def texts() -> Iterable[tuple[str, str]]:
         for ref in refs:

@@ -12,7 +12,7 @@ Keys are dotted qualified names; a key covers itself and everything below it
 
 The migration target (:data:`DEFAULT_TARGET_TORCH`, :data:`DEFAULT_TARGET_ROCM`) is declared
 here too: the newest stable torch release with ROCm wheels on download.pytorch.org that porter's
-index matrix knows (``codemods/_deps_catalog.py`` ``TORCH_ROCM_INDEXES``).
+index matrix knows (``codemods/dependencies/catalog.py`` ``TORCH_ROCM_INDEXES``).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ import json
 import posixpath
 import re
 import sys
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -423,7 +424,10 @@ def _pins_setup_cfg(text: str) -> Iterator[tuple[str, str]]:
 def setup_py_requirements(text: str) -> list[str]:
     """Requirement strings in a setup.py's ``setup(...)`` call (literal lists only)."""
     try:
-        tree = ast.parse(text)
+        with warnings.catch_warnings():  # the target's invalid escapes are not porter's to report
+            warnings.simplefilter("ignore", SyntaxWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
         return []
     assigned: dict[str, ast.expr] = {}

@@ -14,18 +14,16 @@ import json
 import os
 import posixpath
 import re
-import secrets
 import signal
 import stat
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from . import languages, proc, registry
+from . import express, languages, proc, registry
 from .config import Settings
 from .discovery import Discovery, SourceRef, discover, is_within
 from .engine import FixOutcome, Stage, analyze, fix
@@ -348,48 +346,12 @@ MAX_CACHE_BYTES = 256 * 1024 * 1024
 
 def user_cache_dir() -> Path:
     """porter's folder in the user's cache: ``$XDG_CACHE_HOME/porter`` or ``~/.cache/porter``."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    if base and os.path.isabs(base):
-        return Path(base) / "porter"
-    return Path.home() / ".cache" / "porter"
+    return Path(express.user_cache_dir())
 
 
 def _cache_secret(base: Path) -> bytes | None:
-    """The per-user key that authenticates cache files (``secret`` in the user's cache, mode 0600).
-
-    A target repository cannot know it, so it cannot forge an entry; None when it cannot be
-    read or created safely (then the run goes without a cache).
-    """
-    path = base / "secret"
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-    for _ in range(2):
-        try:
-            fd = os.open(path, flags)
-        except FileNotFoundError:
-            try:
-                base.mkdir(parents=True, exist_ok=True, mode=0o700)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-            except FileExistsError:
-                continue  # another porter created it meanwhile: read that one
-            except OSError:
-                return None
-            try:
-                os.write(fd, secrets.token_hex(32).encode())
-            finally:
-                os.close(fd)
-            continue
-        except OSError:
-            return None
-        try:
-            st = os.fstat(fd)
-            own = not hasattr(os, "geteuid") or st.st_uid == os.geteuid()
-            if not stat.S_ISREG(st.st_mode) or not own or st.st_mode & 0o077:
-                return None  # not ours, or readable by others: do not trust it
-            key = os.read(fd, 256).strip()
-        finally:
-            os.close(fd)
-        return key if len(key) >= 32 else None
-    return None
+    """The per-user key that authenticates cache files (see :func:`porter.express.cache_secret`)."""
+    return express.cache_secret(str(base))
 
 
 class Cache:
@@ -553,6 +515,22 @@ def _stat_key(root: str, relpath: str) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
+def _settled(signatures: Sequence[tuple[str, str, list[int] | None]], side: list[list[Any]], signed_ns: int) -> bool:
+    """Whether every signed input's modification and change times predate its signing by
+    :data:`porter.express.SETTLE_NS` (within one file-system clock tick an edit keeps them)."""
+    limit = signed_ns - express.SETTLE_NS
+    for _rel, _lang, sig in signatures:
+        if sig is not None and max(sig[1], sig[2]) >= limit:
+            return False
+    for name, sig in side:
+        if sig is None:
+            continue
+        times = sig[0:2] if name.endswith("/") else sig[1:3]
+        if max(times) >= limit:
+            return False
+    return True
+
+
 def _side_inputs(root: str, refs: Sequence[SourceRef]) -> list[list[Any]]:
     """What a whole-tree result depends on besides the discovered files: every folder that holds one
     (a file added or removed there changes the folder's times) and the lock files and Pipfiles the pins
@@ -574,32 +552,9 @@ def _side_inputs(root: str, refs: Sequence[SourceRef]) -> list[list[Any]]:
     return out
 
 
-@lru_cache(maxsize=1)
 def code_stamp() -> str:
-    """A digest of porter's own installed code (file sizes and times): a record written by another
-    build of porter (an upgrade, an edited development install) is never reused."""
-    import importlib.util
-
-    import porter
-
-    bases = list(porter.__path__)
-    for sub in ("porter.codemods", "porter.hipify_wrappers"):  # their own folders in a development install
-        spec = importlib.util.find_spec(sub)
-        for location in (spec.submodule_search_locations or []) if spec is not None else []:
-            if not any(os.path.commonpath([location, b]) == b for b in bases):
-                bases.append(location)
-    h = hashlib.blake2b(digest_size=8)
-    for base in bases:
-        for folder, dirs, files in os.walk(base):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(files):
-                if name.endswith((".py", ".json", ".h", ".txt")):
-                    try:
-                        st = os.stat(os.path.join(folder, name))
-                    except OSError:
-                        continue
-                    h.update(f"{folder}/{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
-    return h.hexdigest()
+    """A digest of porter's own installed code (see :func:`porter.express.code_stamp`)."""
+    return express.code_stamp()
 
 
 class RunRecord:
@@ -644,9 +599,13 @@ class RunRecord:
         return RunResult(Path(self.store.root), results, problems, settings, facts, 0.0)
 
     def save(self, signatures: Sequence[tuple[str, str, list[int] | None]], side: list[list[Any]],
-             result: RunResult) -> None:
+             result: RunResult, signed_ns: int | None = None) -> None:
+        """Record ``result``; ``signatures`` and ``side`` were taken at ``signed_ns`` (time.time_ns()),
+        before any file was read."""
         if any(sig is None for _, _, sig in signatures) or any(fr.error for fr in result.files):
             return  # a file porter could not stat or analyse is never vouched for
+        if signed_ns is not None and not _settled(signatures, side, signed_ns):
+            return  # an input written in the clock tick it was signed in: a later edit could keep its signature
         by_path = {rel: (rel, lang, sig) for rel, lang, sig in signatures}
         if sorted(by_path) != sorted(fr.relpath for fr in result.files):
             return
@@ -662,6 +621,29 @@ class RunRecord:
         self.store.dirty = True
         self.store.save()
         self.saved = True
+
+    def vouched(self) -> list[tuple[str, list[int] | None]]:
+        """The inputs this record signed, as (absolute path, :func:`porter.express.sig` now); the
+        signature is None where the input no longer has the one recorded."""
+        root = self.store.root
+        out: list[tuple[str, list[int] | None]] = []
+        try:
+            for relpath, _language, recorded in self.store.entries["files"]:
+                path = os.path.join(root, relpath)
+                now = express.sig(path)
+                out.append((path, now if now is not None and now[1:] == recorded else None))
+            for name, recorded in self.store.entries["side"]:
+                path = os.path.join(root, name.rstrip("/")) if name.rstrip("/") else root
+                now = express.sig(path)
+                if recorded is None:
+                    out.append((path, None))  # a folder that could not be read: never vouched for
+                elif name.endswith("/"):
+                    out.append((path, now if now is not None and now[2:] == recorded else None))
+                else:
+                    out.append((path, now if now is not None and now[1:] == recorded else None))
+        except (KeyError, TypeError, ValueError):
+            return [("", None)]
+        return out
 
     def rendered(self, key: str) -> str | None:
         """A report this record's result was already rendered to (``key`` names the format and
@@ -829,10 +811,7 @@ def imported_names(text: str) -> set[str]:
 def _attention_facts(root: Path, refs: Sequence[SourceRef], imported: set[str]) -> tuple[str, object] | None:
     """Where the repo dispatches on Hugging Face's flash-attention string (read, never executed); also
     fills ``imported`` with the names the tree's modules import from one another."""
-    try:
-        from .codemods import _hf_attention as hf
-    except ImportError:  # pragma: no cover - during development
-        return None
+    from .codemods.packages import hf_attention as hf
 
     def texts() -> Iterable[tuple[str, str]]:
         for ref in refs:
@@ -973,11 +952,13 @@ def run(
     whole_tree = [os.path.abspath(p) for p in paths] == [str(root)]
     cache_on = settings.cache if use_cache is None else use_cache
     record = None
+    signed_ns = 0
     signatures: list[tuple[str, str, list[int] | None]] = []
     side: list[list[Any]] = []
     if mode == "audit" and cache_on and whole_tree:
         # a warm re-run of a whole tree: stat every file, and when nothing changed answer from the
         # record without loading a rule family or reading a file
+        signed_ns = time.time_ns()
         signatures = [(r.relpath, r.language, _stat_key(str(root), r.relpath)) for r in found.files]
         side = _side_inputs(str(root), found.files)
         record = RunRecord(root, settings.fingerprint() + repr(force_exclude),
@@ -1025,7 +1006,7 @@ def run(
         cache.save()
     outcome = RunResult(root, results, found.problems, settings, facts, time.perf_counter() - started)
     if record is not None:
-        record.save(signatures, side, outcome)
+        record.save(signatures, side, outcome, signed_ns)
         if record.saved:
             outcome.record = record
     return outcome

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from porter.codemods._shared.calls import MISSING, UNKNOWN
 from porter.codemods.apex import SAFE
-from porter.codemods.apex.args import MISSING, UNKNOWN, as_keyword, as_positional, atom, kwarg, pure, rebuild
+from porter.codemods.apex.args import as_keyword, as_positional, atom, kwarg, pure, rebuild
 from porter.codemods.apex.base import ApexBase, Handler, Rewrite
 
 

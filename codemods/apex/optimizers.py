@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from porter.codemods._shared.calls import MISSING, UNKNOWN, Bound
 from porter.codemods.apex import _STEP_NOTE, NAME, SAFE, UNSAFE
-from porter.codemods.apex.args import MISSING, UNKNOWN, Bound, kwarg, rebuild
+from porter.codemods.apex.args import kwarg, rebuild
 from porter.codemods.apex.base import ApexBase, Handler, Rewrite
 
 

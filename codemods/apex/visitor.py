@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from porter.codemods._class_strings import is_dotted_path, prefix_of, yaml_paths
+from porter.codemods._shared.class_strings import is_dotted_path, prefix_of, yaml_paths
 from porter.codemods.apex import NAME, NONE
 from porter.codemods.apex.amp import _AMP_HELPERS, AmpHandlers
 from porter.codemods.apex.amp import HANDLERS as _AMP_HANDLERS

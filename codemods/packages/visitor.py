@@ -18,8 +18,8 @@ from porter.framework import PyContext
 from porter.pyast import AstVisitor
 from porter.pyast_imports import ast_dotted
 
-from .. import _hf_attention as hf
 from . import _BY_MODULE, _ROOTS, ALIASES, NAME, Package, module_of, package_of, package_of_dist
+from . import hf_attention as hf
 
 _FA2_VALUES = {"flash_attention_2"}
 

@@ -1,0 +1,469 @@
+"""The express lane: a re-run of a whole-tree audit or check answered before porter loads anything.
+
+``porter audit --format json`` or ``porter check .`` (any format with a plain-text renderer, on
+stdout) over a tree that has not changed since the last run prints the same report and exits the
+same way. The full run proves that through its warm-run
+record (:class:`porter.runner.RunRecord`), but getting there costs the command line, the settings,
+discovery and the record itself (~0.2 s on 2,300 files). The express lane keeps, per exact
+invocation, what that proof rested on and the bytes it printed, and answers from it when every
+input still has the signature it had:
+
+* every analysed file, every folder discovery listed, every ``.gitignore`` it read, every lock file
+  and Pipfile the pins come from (``lstat``: type, size, modification and change times, inode);
+* the ``.git`` probes above the root (none may exist for a walked tree), or, under git, the
+  listing git gives again (re-run through :mod:`porter.proc`) and every listed path;
+* the config files the settings could come from (``porter.toml``, ``.porter.toml``,
+  ``pyproject.toml`` of the root, and ``--config`` files);
+* porter's own code (:func:`code_stamp`), the interpreter, the working folder, the arguments and
+  the environment variables porter reads.
+
+A record is written only for a run that printed nothing else on stderr than progress and the
+check's one-line summary (a warning is never swallowed), whose inputs all predate it by :data:`SETTLE_NS` (an edit within the same clock tick
+as porter's ``lstat`` would keep every signature: such inputs are not vouched for), and that saw no
+symbolic link (whose target porter cannot sign). Records are files in the user's cache folder,
+authenticated with the per-user secret of the audit cache, so the target cannot plant one.
+
+This module imports only ``os`` and ``sys`` at load time; everything else it needs on a hit is
+from the standard library and small.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+FORMAT = 1
+MAX_RECORD_BYTES = 256 * 1024 * 1024
+# inputs whose modification or change time is this close to the moment porter signed them are
+# not vouched for (an edit in the same file-system clock tick keeps every signature)
+SETTLE_NS = 1_000_000_000
+# what porter's command line reads from the environment (the record is per value)
+ENV_KEYS = ("HOME", "XDG_CACHE_HOME", "PORTER_TRUST_GIT_DIR", "PORTER_DEBUG")
+_RECORD_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+                 | getattr(os, "O_CLOEXEC", 0))
+
+Sig = list[int] | None
+
+
+# -- the user's cache folder, its secret, porter's code ----------------------------------------
+
+
+def user_cache_dir() -> str:
+    """porter's folder in the user's cache: ``$XDG_CACHE_HOME/porter`` or ``~/.cache/porter``."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if base and os.path.isabs(base):
+        return os.path.join(base, "porter")
+    home = os.path.expanduser("~")
+    if home == "~":
+        raise KeyError("HOME")
+    return os.path.join(home, ".cache", "porter")
+
+
+def cache_secret(base: str, *, create: bool = True) -> bytes | None:
+    """The per-user key that authenticates porter's cache files (``secret`` in the user's cache,
+    mode 0600, owned by the user). A target repository cannot know it, so it cannot forge a record;
+    None when it cannot be read (or, with ``create``, created) safely."""
+    import stat
+
+    path = os.path.join(base, "secret")
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(2):
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            if not create:
+                return None
+            try:
+                os.makedirs(base, mode=0o700, exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            except FileExistsError:
+                continue  # another porter created it meanwhile: read that one
+            except OSError:
+                return None
+            import secrets
+
+            try:
+                os.write(fd, secrets.token_hex(32).encode())
+            finally:
+                os.close(fd)
+            continue
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            own = not hasattr(os, "geteuid") or st.st_uid == os.geteuid()
+            if not stat.S_ISREG(st.st_mode) or not own or st.st_mode & 0o077:
+                return None  # not ours, or readable by others: do not trust it
+            key = os.read(fd, 256).strip()
+        finally:
+            os.close(fd)
+        return key if len(key) >= 32 else None
+    return None
+
+
+_STAMP: list[str] = []
+
+
+def code_stamp() -> str:
+    """A digest of porter's own installed code (file names, sizes and times): a record written by
+    another build of porter (an upgrade, an edited development install) is never reused."""
+    if _STAMP:
+        return _STAMP[0]
+    import hashlib
+    import importlib.util
+
+    import porter
+
+    bases = list(porter.__path__)
+    for sub in ("porter.codemods", "porter.hipify_wrappers"):  # their own folders in a development install
+        spec = importlib.util.find_spec(sub)
+        for location in (spec.submodule_search_locations or []) if spec is not None else []:
+            if not any(os.path.commonpath([location, b]) == b for b in bases):
+                bases.append(location)
+    h = hashlib.blake2b(digest_size=8)
+    for base in bases:
+        for folder, dirs, files in os.walk(base):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith((".py", ".json", ".h", ".txt")):
+                    try:
+                        st = os.stat(os.path.join(folder, name))
+                    except OSError:
+                        continue
+                    h.update(f"{folder}/{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+    _STAMP.append(h.hexdigest())
+    return _STAMP[0]
+
+
+def clear_code_stamp() -> None:
+    _STAMP.clear()
+
+
+def sig(path: str) -> Sig:
+    """What an input is checked by: file type, size, modification and change times, inode; None
+    when nothing is there (its appearing is a change too)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return [st.st_mode >> 12, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _settled(s: Sig, since_ns: int) -> bool:
+    return s is None or max(s[2], s[3]) < since_ns - SETTLE_NS
+
+
+# -- tracing what a run read -------------------------------------------------------------------
+
+
+class _Trace:
+    def __init__(self, key: str, base: str, secret: bytes | None) -> None:
+        import time
+
+        self.key = key
+        self.base = base
+        self.secret = secret
+        self.started_ns = time.time_ns()
+        self.inputs: dict[str, Sig] = {}
+        self.git: list[list[Any]] = []
+        self.refused: list[str] = []
+        self.stderr: _Watch | None = None
+
+
+_TRACE: list[_Trace] = []
+
+
+def tracing() -> bool:
+    """Whether this process may write an express record (the lane missed on an eligible command)."""
+    return bool(_TRACE)
+
+
+def note(path: str) -> None:
+    """``path`` is an input of this run: sign it now, before it is read or listed."""
+    if _TRACE and path not in _TRACE[0].inputs:
+        _TRACE[0].inputs[path] = sig(path)
+
+
+def note_git_probes(directory: str) -> bool:
+    """Sign the ``.git`` entries porter looks for from ``directory`` up to the file system's root
+    (see :func:`porter.proc.locate`); whether any of them exists."""
+    found = False
+    probe = os.path.abspath(directory)
+    while True:
+        path = os.path.join(probe, ".git")
+        note(path)
+        found = found or (bool(_TRACE) and _TRACE[0].inputs.get(path) is not None)
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return found
+        probe = parent
+
+
+def note_git(directory: str, names: Sequence[str]) -> None:
+    """git listed ``names`` under ``directory``: the lane lists again (through :mod:`porter.proc`)
+    and compares, and signs every listed path."""
+    if _TRACE:
+        _TRACE[0].git.append([directory, _digest_names(names)])
+        for name in names:
+            note(os.path.join(directory, name))
+
+
+def refuse(reason: str) -> None:
+    """This run read something the lane cannot sign (a symbolic link's target, git's opinion of an
+    ignored folder): no record."""
+    if _TRACE:
+        _TRACE[0].refused.append(reason)
+
+
+def note_config(root: str, configs: Iterable[str]) -> None:
+    """The files the settings of ``root`` can come from (see :func:`porter.config.resolve`)."""
+    if not _TRACE:
+        return
+    candidates = [os.path.join(root, n) for n in ("porter.toml", ".porter.toml", "pyproject.toml")]
+    candidates += [os.path.abspath(c) for c in configs if "=" not in c]
+    for path in candidates:
+        note(path)
+        s = _TRACE[0].inputs.get(path)
+        if s is not None and s[0] == 0o12:  # a symlink: its target's content is not signed
+            refuse(f"{path} is a symbolic link")
+
+
+def _digest_names(names: Sequence[str]) -> str:
+    import hashlib
+
+    return hashlib.blake2b("\0".join(names).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+
+
+class _Watch:
+    """sys.stderr, remembering what was written to it."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.text: list[str] = []
+
+    def write(self, s: str) -> int:
+        n = self._stream.write(s)  # click probes streams with write(b""): that raises here, unrecorded
+        self.text.append(s)
+        return n
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+_PROGRESS = r"porter: \d+/\d+ files \(\d+%\), [0-9.]+ files/s, \d+ s\n"
+
+
+def _only_progress(text: str, then: str = "") -> bool:
+    """Whether ``text`` (what went to stderr) is progress lines and then exactly ``then``."""
+    import re
+
+    return re.fullmatch(f"(?:{_PROGRESS})*", text[: len(text) - len(then)]) is not None and text.endswith(then)
+
+
+# -- the record --------------------------------------------------------------------------------
+
+
+def _key(argv: Sequence[str]) -> str:
+    import hashlib
+    import json
+
+    stream = sys.stdout
+    words = [FORMAT, sys.version, sys.executable, os.getcwd(), list(argv),
+             [os.environ.get(k) for k in ENV_KEYS],
+             [getattr(stream, "encoding", None), getattr(stream, "errors", None)]]
+    return hashlib.blake2b(json.dumps(words).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+
+
+def _path(base: str, key: str) -> str:
+    return os.path.join(base, "express", f"{key}.rec")
+
+
+def _mac(secret: bytes, key: str, body: bytes) -> bytes:
+    import hashlib
+    import hmac
+
+    return hmac.new(secret, f"porter-express/{FORMAT}\0{key}\0".encode() + body, hashlib.sha256).hexdigest().encode()
+
+
+def _read(path: str) -> bytes | None:
+    import stat
+
+    try:
+        fd = os.open(path, _RECORD_FLAGS)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        own = not hasattr(os, "geteuid") or st.st_uid == os.geteuid()
+        if not stat.S_ISREG(st.st_mode) or not own or st.st_size > MAX_RECORD_BYTES:
+            return None
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _eligible(argv: Sequence[str]) -> bool:
+    return bool(argv) and argv[0] in ("audit", "check") and not any(
+        a in ("-h", "--help", "--no-cache", "-") or a.startswith(("-o", "--output")) for a in argv)
+
+
+def answer(argv: Sequence[str]) -> int | None:
+    """Print the report of ``porter <argv>`` from its express record and return the exit code, or
+    None (nothing printed) when there is no valid record; then, for an eligible command, this
+    process traces its inputs so that the full run can write one."""
+    if not _eligible(argv):
+        return None
+    try:
+        base = user_cache_dir()
+    except (KeyError, RuntimeError, OSError):
+        return None
+    try:
+        key = _key(argv)
+        secret = cache_secret(base, create=False)  # none yet: the full run creates it, the offer reads it
+        hit = _check(_path(base, key), key, secret) if secret is not None else None
+    except Exception:  # noqa: BLE001 - the lane is an optimisation: anything odd goes to the full run
+        return None
+    stream = getattr(sys.stdout, "buffer", None)
+    if hit is None or stream is None:
+        _TRACE[:] = [_Trace(key, base, secret)]
+        return None
+    out, err, code = hit
+    stream.write(out)
+    stream.flush()
+    if err:
+        sys.stderr.write(err)
+        sys.stderr.flush()
+    return code
+
+
+def _check(path: str, key: str, secret: bytes) -> tuple[bytes, str, int] | None:
+    """The recorded (stdout bytes, stderr text, exit code) when the record is authentic and every
+    input it names is unchanged."""
+    import hmac
+    import json
+
+    data = _read(path)
+    if not data:
+        return None
+    mac, sep, body = data.partition(b"\n")
+    if not sep or not hmac.compare_digest(mac, _mac(secret, key, body)):
+        return None
+    size, sep, rest = body.partition(b"\n")
+    try:
+        meta = json.loads(rest[: int(size)])
+        if meta["format"] != FORMAT or meta["stamp"] != code_stamp():
+            return None
+        for path_, s in meta["inputs"]:
+            if sig(path_) != s:
+                return None
+        for directory, digest in meta["git"]:
+            if not _git_same(directory, digest):
+                return None
+        out = rest[int(size):]
+        exit_code = int(meta["exit"])
+        err = str(meta["err"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return out, err, exit_code
+
+
+def _git_same(directory: str, digest: str) -> bool:
+    from pathlib import Path
+
+    from . import proc
+    from .discovery import _git_files
+
+    proc.register_untrusted_root(directory)
+    listed = _git_files(Path(directory))
+    return listed is not None and _digest_names(listed) == digest
+
+
+def offer(text: str, exit_code: int, vouched: Iterable[tuple[str, Sig]], err: str = "") -> bool:
+    """See :func:`_offer`; the lane is an optimisation: whatever goes wrong in it, the run goes on."""
+    try:
+        return _offer(text, exit_code, vouched, err)
+    except Exception:  # noqa: BLE001
+        _TRACE.clear()
+        return False
+
+
+def _offer(text: str, exit_code: int, vouched: Iterable[tuple[str, Sig]], err: str = "") -> bool:
+    """Write the express record for this run's report ``text`` (already printed on stdout, then
+    ``err`` on stderr), when the lane traced this process and every input is signed, settled and
+    unchanged. ``vouched``: inputs the warm-run record signed before the run read them (already
+    settled), as (path, signature now)."""
+    if not _TRACE:
+        return False
+    trace = _TRACE[0]
+    _TRACE.clear()
+    watch = trace.stderr
+    if trace.refused or "\x1b" in text + err or (watch is not None and not _only_progress("".join(watch.text), err)):
+        return False
+    inputs = dict(trace.inputs)
+    for path, s in trace.inputs.items():
+        if not _settled(s, trace.started_ns) or sig(path) != s:
+            return False
+    for path, s in vouched:
+        if s is None or sig(path) != s:
+            return False
+        inputs[path] = s
+    import json
+
+    meta = {"format": FORMAT, "stamp": code_stamp(), "exit": exit_code, "err": err,
+            "inputs": sorted([p, s] for p, s in inputs.items()), "git": trace.git}
+    try:
+        head = json.dumps(meta, separators=(",", ":")).encode("utf-8", "surrogateescape")
+        out = text.encode(getattr(sys.stdout, "encoding", None) or "utf-8",
+                          getattr(sys.stdout, "errors", None) or "strict")
+    except (UnicodeError, LookupError):
+        return False
+    body = str(len(head)).encode() + b"\n" + head + out
+    secret = trace.secret or cache_secret(trace.base, create=False)
+    if secret is None:
+        return False
+    data = _mac(secret, trace.key, body) + b"\n" + body
+    import tempfile
+
+    folder = os.path.join(trace.base, "express")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".porter-", suffix=".tmp", dir=folder)  # mode 0600
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, _path(trace.base, trace.key))
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+    return True
+
+
+# -- the console entry point -------------------------------------------------------------------
+
+
+def main() -> None:
+    """``porter``: the express lane, else the full command line (:func:`porter.cli.main`)."""
+    code = answer(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
+    if _TRACE:
+        _TRACE[0].stderr = _Watch(sys.stderr)
+        sys.stderr = _TRACE[0].stderr  # type: ignore[assignment]
+    from .cli import main as full
+
+    full()

@@ -13,8 +13,8 @@ input still has the signature it had:
   listing git gives again (re-run through :mod:`porter.proc`) and every listed path;
 * the config files the settings could come from (``porter.toml``, ``.porter.toml``,
   ``pyproject.toml`` of the root, and ``--config`` files);
-* porter's own code (:func:`code_stamp`), the interpreter, the working folder, the arguments and
-  the environment variables porter reads.
+* porter's own code (:func:`code_stamp`), the interpreter and its module search path, the working
+  folder, the arguments and the environment variables porter reads.
 
 A record is written only for a run that printed nothing else (no warning; a progress line is
 not output), whose inputs all predate it by :data:`SETTLE_NS` (an edit within the same clock tick
@@ -131,7 +131,9 @@ def code_stamp() -> str:
                         st = os.stat(os.path.join(folder, name))
                     except OSError:
                         continue
-                    h.update(f"{folder}/{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+                    # the change time and inode too: a reinstall from a reproducible build keeps sizes and times
+                    h.update(f"{folder}/{name}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\n"
+                             .encode("utf-8", "surrogateescape"))
     _STAMP.append(h.hexdigest())
     return _STAMP[0]
 
@@ -216,17 +218,64 @@ def refuse(reason: str) -> None:
         _TRACE[0].refused.append(reason)
 
 
+_UNSIGNED = [0]
+
+
+def unsigned_read(reason: str) -> None:
+    """This process read what no record can sign (a walk of the tree's other files for cross-file
+    facts): neither an express record nor the warm-run record may vouch for the run. Counted in
+    every process (a worker's count reaches the runner through its results)."""
+    _UNSIGNED[0] += 1
+    refuse(reason)
+
+
+def unsigned_reads() -> int:
+    """How many reads :func:`unsigned_read` reported in this process so far."""
+    return _UNSIGNED[0]
+
+
 def note_config(root: str, configs: Iterable[str]) -> None:
     """The files the settings of ``root`` can come from (see :func:`porter.config.resolve`)."""
     if not _TRACE:
         return
     candidates = [os.path.join(root, n) for n in ("porter.toml", ".porter.toml", "pyproject.toml")]
-    candidates += [os.path.abspath(c) for c in configs if "=" not in c]
+    named = [c for c in configs if "=" not in c]
+    note_named(named)
+    candidates += [os.path.abspath(c) for c in named]
     for path in candidates:
         note(path)
         s = _TRACE[0].inputs.get(path)
         if s is not None and s[0] == 0o12:  # a symlink: its target's content is not signed
             refuse(f"{path} is a symbolic link")
+
+
+def note_named(paths: Iterable[str]) -> None:
+    """Paths from the command line (the root, the paths, ``--config`` files): one resolved through a
+    symbolic link (``repo`` -> a checkout, ``link/../porter.toml``) names whatever the link points
+    at when porter runs, which no signature follows: no record."""
+    if not _TRACE:
+        return
+    for path in paths:
+        if _through_link(path):
+            refuse(f"{path} is named through a symbolic link")
+
+
+def _through_link(path: str) -> bool:
+    """Whether resolving ``path`` as typed (``..`` included) from the working folder, component by
+    component, meets a symbolic link (the working folder itself is physical: os.getcwd())."""
+    import stat
+
+    probe = os.sep if os.path.isabs(path) else os.getcwd()
+    for part in path.split(os.sep):
+        if part in ("", "."):
+            continue
+        probe = os.path.join(probe, part)  # not normalised: "link/.." is the link's target's parent
+        try:
+            if stat.S_ISLNK(os.lstat(probe).st_mode):
+                return True
+        except OSError:
+            return False  # nothing there: the full run says so
+    return False
 
 
 def _digest_names(names: Sequence[str]) -> str:
@@ -236,17 +285,22 @@ def _digest_names(names: Sequence[str]) -> str:
 
 
 class _Watch:
-    """sys.stderr, remembering what was written to it."""
+    """sys.stderr, remembering what was written to it. Code that reaches for its binary ``buffer``
+    (click does, on an ASCII stream) writes past the watch: such a run is never vouched for."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
         self.text: list[str] = []
+        self.bypassed = False
 
-    def write(self, s: str) -> int:
-        self.text.append(s)
-        return self._stream.write(s)
+    def write(self, s: Any) -> int:
+        n = self._stream.write(s)  # first: a write the stream refuses (click probes with b"") is no output
+        self.text.append(s if isinstance(s, str) else bytes(s).decode("utf-8", "replace"))
+        return n  # type: ignore[no-any-return]
 
     def __getattr__(self, name: str) -> Any:
+        if name == "buffer":
+            self.bypassed = True
         return getattr(self._stream, name)
 
 
@@ -264,10 +318,31 @@ def _key(argv: Sequence[str]) -> str:
     import json
 
     stream = sys.stdout
-    words = [FORMAT, sys.version, sys.executable, os.getcwd(), list(argv),
+    # the interpreter's setup too: PYTHONPATH (sys.path) can put other modules ahead of porter's
+    words = [FORMAT, sys.version, sys.executable, sys.path, list(sys.flags), sys.warnoptions, os.getcwd(), list(argv),
              [os.environ.get(k) for k in ENV_KEYS],
              [getattr(stream, "encoding", None), getattr(stream, "errors", None)]]
     return hashlib.blake2b(json.dumps(words).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+
+
+def in_tree(base: str, trees: Iterable[str]) -> bool:
+    """Whether the user's cache folder ``base`` lies in one of ``trees`` (the folders a command may
+    read: its working folder, its root and paths; ``--opt=value`` words count by their value). A
+    cache folder inside the target (HOME is the checkout, as in some containers) holds the
+    target's files: its secret and records could be the target's own, so porter keeps no cache there."""
+    try:
+        real = os.path.realpath(base)
+        for tree in trees:
+            if tree.startswith("--") and "=" in tree:
+                tree = tree.split("=", 1)[1]
+            if not tree or not os.path.isdir(tree):
+                continue
+            top = os.path.realpath(tree)
+            if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
+                return True
+    except (OSError, ValueError):
+        return True
+    return False
 
 
 def _path(base: str, key: str) -> str:
@@ -321,7 +396,12 @@ def answer(argv: Sequence[str]) -> int | None:
         base = user_cache_dir()
     except (KeyError, RuntimeError, OSError):
         return None
-    key = _key(argv)
+    try:
+        key = _key(argv)
+    except OSError:  # no working folder: the full run says so
+        return None
+    if in_tree(base, [os.getcwd(), *argv[1:]]):
+        return None
     secret = cache_secret(base, create=False)  # none yet: the full run creates it, the offer reads it
     code = _check(_path(base, key), key, secret) if secret is not None else None
     if code is None:
@@ -357,9 +437,19 @@ def _check(path: str, key: str, secret: bytes) -> int | None:
     stream = getattr(sys.stdout, "buffer", None)
     if stream is None:
         return None
-    sys.stdout.flush()
-    stream.write(out)
-    stream.flush()
+    try:
+        sys.stdout.flush()
+        stream.write(out)
+        stream.flush()
+    except OSError as exc:  # a closed pipe: what the full command line says and returns then
+        sys.stderr.write(f"porter: internal error: {type(exc).__name__}: {exc}\n")
+        try:  # the interpreter's last flush must not fail again
+            fd = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(fd, stream.fileno())
+            os.close(fd)
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 2
     return exit_code
 
 
@@ -383,7 +473,8 @@ def offer(text: str, exit_code: int, vouched: Iterable[tuple[str, Sig]]) -> bool
     trace = _TRACE[0]
     _TRACE.clear()
     watch = trace.stderr
-    if trace.refused or "\x1b" in text or (watch is not None and not _only_progress("".join(watch.text))):
+    if trace.refused or "\x1b" in text or (watch is not None and (watch.bypassed
+                                                                   or not _only_progress("".join(watch.text)))):
         return False
     inputs = dict(trace.inputs)
     for path, s in trace.inputs.items():

@@ -549,6 +549,10 @@ def _side_inputs(root: str, refs: Sequence[SourceRef]) -> list[list[Any]]:
             out.append([folder + "/", None])
             continue
         out.append([folder + "/", [st.st_mtime_ns, st.st_ctime_ns, st.st_ino]])
+        pipfile = f"{folder}/Pipfile" if folder else "Pipfile"  # (signed as before, though not read today)
+        sig = _stat_key(root, pipfile)
+        if sig is not None:
+            out.append([pipfile, sig])
     for rel in listed:
         out.append([rel, _stat_key(root, rel)])
     return out

@@ -105,9 +105,14 @@ def cache_secret(base: str, *, create: bool = True) -> bytes | None:
 _STAMP: list[str] = []
 
 
+# the libraries whose behaviour the reports rest on (parsers, pattern and version matching)
+DEPENDENCIES = ("libcst", "tree_sitter", "tree_sitter_cuda", "pathspec", "packaging", "yaml")
+
+
 def code_stamp() -> str:
-    """A digest of porter's own installed code (file names, sizes and times): a record written by
-    another build of porter (an upgrade, an edited development install) is never reused."""
+    """A digest of porter's own installed code (file names, sizes, times, inodes) and of where its
+    dependencies' entry modules are and their signatures: a record written by another build of
+    porter (an upgrade, an edited development install) or over other libraries is never reused."""
     if _STAMP:
         return _STAMP[0]
     import hashlib
@@ -134,6 +139,15 @@ def code_stamp() -> str:
                     # the change time and inode too: a reinstall from a reproducible build keeps sizes and times
                     h.update(f"{folder}/{name}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\n"
                              .encode("utf-8", "surrogateescape"))
+    for dep in DEPENDENCIES:  # an upgrade rewrites a package's files: its entry module's signature moves
+        try:
+            spec = importlib.util.find_spec(dep)
+            origin = spec.origin if spec is not None else None
+            st = os.stat(origin) if origin else None
+        except (ImportError, ValueError, OSError):
+            origin, st = None, None
+        line = f"{dep}\0{origin}\0" + (f"{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}" if st else "")
+        h.update((line + "\n").encode("utf-8", "surrogateescape"))
     _STAMP.append(h.hexdigest())
     return _STAMP[0]
 

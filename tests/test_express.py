@@ -473,3 +473,32 @@ def test_no_warm_record_for_a_run_that_walked_the_tree(tmp_path: Path, jobs: int
     # a tree whose own sources define the macro needs no walk: the record is kept
     (tree / "csrc" / "config.h").write_text("#pragma once\n#define LIB_USE_OTHERFW 1\n")
     assert runner.run(tree, [tree], settings).record is not None
+
+
+def test_the_code_stamp_follows_an_upgraded_dependency(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `pip install -U pathspec` changes how ignore files match, which the lane's answer rests on
+    import importlib.machinery
+    import importlib.util
+
+    entry = tmp_path / "pathspec" / "__init__.py"
+    entry.parent.mkdir()
+    entry.write_text("__version__ = '0.11.0'\n")
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, package: str | None = None) -> importlib.machinery.ModuleSpec | None:
+        if name == "pathspec":
+            return importlib.machinery.ModuleSpec(name, None, origin=str(entry))
+        return real(name, package)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    express.clear_code_stamp()
+    try:
+        before = express.code_stamp()
+        express.clear_code_stamp()
+        assert express.code_stamp() == before  # nothing moved: the same stamp
+        express.clear_code_stamp()
+        entry.unlink()
+        entry.write_text("__version__ = '0.12.1'\n")
+        assert express.code_stamp() != before
+    finally:
+        express.clear_code_stamp()

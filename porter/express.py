@@ -7,20 +7,24 @@ discovery and the record itself (~0.2 s on 2,300 files). The express lane keeps,
 invocation, what that proof rested on and the bytes it printed, and answers from it when every
 input still has the signature it had:
 
-* every analysed file, every folder discovery listed, every ``.gitignore`` it read, every lock file
-  and Pipfile the pins come from (``lstat``: type, size, modification and change times, inode);
+* every analysed file, every folder discovery listed, every ``.gitignore`` it read, every folder
+  the pins are gathered from and every manifest and lock file read there, listed by discovery or
+  not (``lstat``: type, size, modification and change times, inode);
 * the ``.git`` probes above the root (none may exist for a walked tree), or, under git, the
   listing git gives again (re-run through :mod:`porter.proc`) and every listed path;
 * the config files the settings could come from (``porter.toml``, ``.porter.toml``,
   ``pyproject.toml`` of the root, and ``--config`` files);
-* porter's own code (:func:`code_stamp`), the interpreter and its module search path, the working
-  folder, the arguments and the environment variables porter reads.
+* porter's own code and its parsing libraries (:func:`code_stamp`), the interpreter and its module
+  search path and flags, the working folder, the arguments and the environment variables porter
+  reads.
 
 A record is written only for a run that printed nothing else (no warning; a progress line is
 not output), whose inputs all predate it by :data:`SETTLE_NS` (an edit within the same clock tick
-as porter's ``lstat`` would keep every signature: such inputs are not vouched for), and that saw no
-symbolic link (whose target porter cannot sign). Records are files in the user's cache folder,
-authenticated with the per-user secret of the audit cache, so the target cannot plant one.
+as porter's ``lstat`` would keep every signature: such inputs are not vouched for), that saw no
+symbolic link (whose target porter cannot sign; nor a root, path or ``--config`` named through
+one) and that read nothing no record can sign (:func:`unsigned_read`). Records are files in the
+user's cache folder, authenticated with the per-user secret of the audit cache, so the target
+cannot plant one; a cache folder inside the tree (``HOME`` is the checkout) is not used at all.
 
 This module imports only ``os`` and ``sys`` at load time; everything else it needs on a hit is
 from the standard library and small.

@@ -460,7 +460,8 @@ def _check(path: str, key: str, secret: bytes) -> int | None:
         stream.write(out)
         stream.flush()
     except OSError as exc:  # a closed pipe: what the full command line says and returns then
-        sys.stderr.write(f"porter: internal error: {type(exc).__name__}: {exc}\n")
+        if sys.stderr is not None:
+            sys.stderr.write(f"porter: internal error: {type(exc).__name__}: {exc}\n")
         try:  # the interpreter's last flush must not fail again
             fd = os.open(os.devnull, os.O_WRONLY)
             os.dup2(fd, stream.fileno())
@@ -546,7 +547,11 @@ def main() -> None:
     code = answer(sys.argv[1:])
     if code is not None:
         sys.exit(code)
-    if _TRACE:
+    if _TRACE and sys.stderr is None:
+        # stderr closed (2>&-): a warning would vanish unseen, and a record kept now would answer a
+        # later run whose stderr is open without it
+        refuse("stderr is closed")
+    elif _TRACE:
         _TRACE[0].stderr = _Watch(sys.stderr)
         sys.stderr = _TRACE[0].stderr  # type: ignore[assignment]
     from .cli import main as full

@@ -502,3 +502,19 @@ def test_the_code_stamp_follows_an_upgraded_dependency(tmp_path: Path, monkeypat
         assert express.code_stamp() != before
     finally:
         express.clear_code_stamp()
+
+
+def test_a_closed_stderr(tmp_path: Path) -> None:
+    # `2>&-`: the full run prints its report (its warnings go nowhere); tracing must not break it,
+    # and no record may be kept that would answer a later run, whose stderr is open, without them
+    tree, cache = _tree(tmp_path), tmp_path / "cache"
+    (tree / "pyproject.toml").write_text("[project\nname = 'x'\n")
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    time.sleep(SETTLE)
+    for extra in ((), (), ("--no-cache",)):
+        p = subprocess.run(["bash", "-c", 'exec 2>&-; exec "$@"', "porter", sys.executable, "-m", "porter",
+                            "audit", *extra, "--format", "json", "."], cwd=tree, env=env, capture_output=True,
+                           text=True, timeout=300)
+        assert p.returncode == 0 and '"PRT040"' in p.stdout
+    code, _, answered, err = _porter(tree, cache, *ARGS)
+    assert code == 0 and not answered and "not valid TOML" in err

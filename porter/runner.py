@@ -561,7 +561,7 @@ def _side_inputs(root: str, refs: Sequence[SourceRef]) -> list[list[Any]]:
 def _fact_files(root: str | Path, refs: Sequence[SourceRef]) -> tuple[list[str], list[str]]:
     """The folders :func:`collect_facts` lists (every folder that holds one of ``refs``, and the
     folders above it) and the manifests and lock files it reads there besides ``refs``."""
-    seen = {r.relpath for r in refs if is_manifest(r)}
+    seen = {r.relpath for r in refs}  # a listed file is read (and signed) as itself
     folders: set[str] = {""}
     for r in refs:
         parts = r.relpath.split("/")[:-1]
@@ -575,8 +575,7 @@ def _fact_files(root: str | Path, refs: Sequence[SourceRef]) -> tuple[list[str],
             continue
         for name in names:
             rel = f"{folder}/{name}" if folder else name
-            ref = SourceRef(rel, languages.detect(name) or "")
-            if rel in seen or not (name in LOCK_NAMES or is_manifest(ref)):
+            if rel in seen or not (name in LOCK_NAMES or is_manifest(SourceRef(rel, languages.detect(name) or ""))):
                 continue
             full = os.path.join(root, rel)
             if os.path.isfile(full) and not os.path.islink(full):

@@ -322,6 +322,19 @@ class _Watch:
         return getattr(self._stream, name)
 
 
+def watch_stderr() -> None:
+    """Watch this process's stderr (a worker's: the parent's watch does not see it)."""
+    if sys.stderr is not None and not isinstance(sys.stderr, _Watch):
+        sys.stderr = _Watch(sys.stderr)  # type: ignore[assignment]
+
+
+def stderr_written() -> tuple[int, bool] | None:
+    """How much was written to this process's watched stderr so far, and whether anything reached
+    for its buffer; None when it is not watched."""
+    watch = sys.stderr
+    return (len(watch.text), watch.bypassed) if isinstance(watch, _Watch) else None
+
+
 def _only_progress(text: str) -> bool:
     import re
 

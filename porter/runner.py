@@ -61,7 +61,9 @@ class FileResult:
     facts_used: dict[str, str] = field(default_factory=dict)
     error: bool = False
     seconds: float = 0.0
-    unsigned: bool = False  # its analysis read files no record signs (porter.express.unsigned_read)
+    # no record may vouch for a run with this result: its analysis read files no record signs
+    # (porter.express.unsigned_read) or wrote to stderr (a warning a record would not repeat)
+    unvouched: bool = False
 
     @property
     def changed(self) -> bool:
@@ -189,6 +191,7 @@ def _init_worker(root: str, settings: Settings, facts: RepoFacts, mode: Mode) ->
     import gc
 
     _STATE.update(root=root, settings=settings, facts=facts, mode=mode)
+    express.watch_stderr()  # what a worker writes there is seen (FileResult.unvouched)
     threshold = gc.get_threshold()
     gc.set_threshold(max(threshold[0], 100_000), threshold[1], threshold[2])
     gc.freeze()
@@ -252,7 +255,7 @@ def _imports_of(text: str) -> frozenset[str]:
 def process_file(ref: SourceRef, root: str, settings: Settings, facts: RepoFacts, mode: Mode) -> FileResult:
     """Analyse (audit) or fix one file; every problem becomes a finding, never an exception."""
     started = time.perf_counter()
-    unsigned = express.unsigned_reads()
+    unsigned, spoke = express.unsigned_reads(), express.stderr_written()
     result = FileResult(ref.relpath, ref.language)
     facts = facts.for_path(ref.relpath)
     full = Path(root, ref.relpath)
@@ -327,7 +330,8 @@ def process_file(ref: SourceRef, root: str, settings: Settings, facts: RepoFacts
         result.facts_used = lazy.digests(lazy.touched)
     if ref.language == "python":
         result.imports = _imports_of(final)
-    result.unsigned = express.unsigned_reads() != unsigned  # in a worker too, where the facts may be gathered
+    # (in a worker too, where the facts may be gathered and whose stderr the parent does not see)
+    result.unvouched = express.unsigned_reads() != unsigned or express.stderr_written() != spoke
     result.seconds = time.perf_counter() - started
     return result
 
@@ -1024,7 +1028,7 @@ def run(
     if cache is not None:
         cache.save()
     outcome = RunResult(root, results, found.problems, settings, facts, time.perf_counter() - started)
-    if record is not None and express.unsigned_reads() == unsigned and not any(fr.unsigned for fr in results):
+    if record is not None and express.unsigned_reads() == unsigned and not any(fr.unvouched for fr in results):
         # (a run that read files no record signs is never vouched for)
         record.save(signatures, side, outcome, signed_ns)
         if record.saved:

@@ -518,3 +518,25 @@ def test_a_closed_stderr(tmp_path: Path) -> None:
         assert p.returncode == 0 and '"PRT040"' in p.stdout
     code, _, answered, err = _porter(tree, cache, *ARGS)
     assert code == 0 and not answered and "not valid TOML" in err
+
+
+def test_no_warm_record_for_a_run_whose_worker_wrote_to_stderr(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # a worker's stderr is not the parent's watched one: a warning printed there must still keep
+    # the records away (the next run, answered from one, would not print it)
+    tree = tmp_path / "repo"
+    tree.mkdir()
+    for n in range(runner.SERIAL_THRESHOLD + 4):
+        (tree / f"m{n}.py").write_text("import torch\nx = torch.zeros(1).cuda()\n")
+    real = runner.analyze
+
+    def analyze(relpath: str, *args: object, **kwargs: object) -> object:
+        if relpath == "m3.py":
+            sys.stderr.write("somelib: warning: something about m3.py\n")
+        return real(relpath, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runner, "analyze", analyze)
+    settings = Settings(jobs=2)
+    assert runner.run(tree, [tree], settings).record is None
+    monkeypatch.setattr(runner, "analyze", real)
+    assert runner.run(tree, [tree], settings).record is not None

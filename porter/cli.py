@@ -173,6 +173,7 @@ def _run(kw: dict[str, Any], mode: str, unsafe: bool | None = None, *,  # type: 
         raise click.UsageError(f"root {root} is not a directory")
     from .runner import resolve_root
 
+    express.note_named([str(root), *(str(p) for p in paths)])  # a symlink named here is followed: no record
     root, resolved_paths = resolve_root(root, list(paths))
     express.note_config(str(root), kw.get("config", ()))  # signed before they are read (porter.express)
     settings = _settings(kw, root, unsafe)

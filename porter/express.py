@@ -8,20 +8,25 @@ discovery and the record itself (~0.2 s on 2,300 files). The express lane keeps,
 invocation, what that proof rested on and the bytes it printed, and answers from it when every
 input still has the signature it had:
 
-* every analysed file, every folder discovery listed, every ``.gitignore`` it read, every lock file
-  and Pipfile the pins come from (``lstat``: type, size, modification and change times, inode);
+* every analysed file, every folder discovery listed, every ``.gitignore`` it read, every folder
+  the pins are gathered from and every manifest and lock file read there, listed by discovery or
+  not (``lstat``: type, size, modification and change times, inode);
 * the ``.git`` probes above the root (none may exist for a walked tree), or, under git, the
   listing git gives again (re-run through :mod:`porter.proc`) and every listed path;
 * the config files the settings could come from (``porter.toml``, ``.porter.toml``,
   ``pyproject.toml`` of the root, and ``--config`` files);
-* porter's own code (:func:`code_stamp`), the interpreter, the working folder, the arguments and
-  the environment variables porter reads.
+* porter's own code and its parsing libraries (:func:`code_stamp`), the interpreter and its module
+  search path and flags, the working folder, the arguments and the environment variables porter
+  reads.
 
 A record is written only for a run that printed nothing else on stderr than progress and the
-check's one-line summary (a warning is never swallowed), whose inputs all predate it by :data:`SETTLE_NS` (an edit within the same clock tick
-as porter's ``lstat`` would keep every signature: such inputs are not vouched for), and that saw no
-symbolic link (whose target porter cannot sign). Records are files in the user's cache folder,
-authenticated with the per-user secret of the audit cache, so the target cannot plant one.
+check's one-line summary (a warning is never swallowed), whose inputs all predate it by
+:data:`SETTLE_NS` (an edit within the same clock tick as porter's ``lstat`` would keep every
+signature: such inputs are not vouched for), that saw no symbolic link (whose target porter cannot
+sign; nor a root, path or ``--config`` named through one) and that read nothing no record can sign
+(:func:`unsigned_read`). Records are files in the user's cache folder, authenticated with the
+per-user secret of the audit cache, so the target cannot plant one; a cache folder inside the tree
+(``HOME`` is the checkout) is not used at all.
 
 This module imports only ``os`` and ``sys`` at load time; everything else it needs on a hit is
 from the standard library and small.
@@ -106,9 +111,14 @@ def cache_secret(base: str, *, create: bool = True) -> bytes | None:
 _STAMP: list[str] = []
 
 
+# the libraries whose behaviour the reports rest on (parsers, pattern and version matching)
+DEPENDENCIES = ("libcst", "tree_sitter", "tree_sitter_cuda", "pathspec", "packaging", "yaml")
+
+
 def code_stamp() -> str:
-    """A digest of porter's own installed code (file names, sizes and times): a record written by
-    another build of porter (an upgrade, an edited development install) is never reused."""
+    """A digest of porter's own installed code (file names, sizes, times, inodes) and of where its
+    dependencies' entry modules are and their signatures: a record written by another build of
+    porter (an upgrade, an edited development install) or over other libraries is never reused."""
     if _STAMP:
         return _STAMP[0]
     import hashlib
@@ -132,7 +142,18 @@ def code_stamp() -> str:
                         st = os.stat(os.path.join(folder, name))
                     except OSError:
                         continue
-                    h.update(f"{folder}/{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+                    # the change time and inode too: a reinstall from a reproducible build keeps sizes and times
+                    h.update(f"{folder}/{name}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\n"
+                             .encode("utf-8", "surrogateescape"))
+    for dep in DEPENDENCIES:  # an upgrade rewrites a package's files: its entry module's signature moves
+        try:
+            spec = importlib.util.find_spec(dep)
+            origin = spec.origin if spec is not None else None
+            st = os.stat(origin) if origin else None
+        except (ImportError, ValueError, OSError):
+            origin, st = None, None
+        line = f"{dep}\0{origin}\0" + (f"{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}" if st else "")
+        h.update((line + "\n").encode("utf-8", "surrogateescape"))
     _STAMP.append(h.hexdigest())
     return _STAMP[0]
 
@@ -217,17 +238,64 @@ def refuse(reason: str) -> None:
         _TRACE[0].refused.append(reason)
 
 
+_UNSIGNED = [0]
+
+
+def unsigned_read(reason: str) -> None:
+    """This process read what no record can sign (a walk of the tree's other files for cross-file
+    facts): neither an express record nor the warm-run record may vouch for the run. Counted in
+    every process (a worker's count reaches the runner through its results)."""
+    _UNSIGNED[0] += 1
+    refuse(reason)
+
+
+def unsigned_reads() -> int:
+    """How many reads :func:`unsigned_read` reported in this process so far."""
+    return _UNSIGNED[0]
+
+
 def note_config(root: str, configs: Iterable[str]) -> None:
     """The files the settings of ``root`` can come from (see :func:`porter.config.resolve`)."""
     if not _TRACE:
         return
     candidates = [os.path.join(root, n) for n in ("porter.toml", ".porter.toml", "pyproject.toml")]
-    candidates += [os.path.abspath(c) for c in configs if "=" not in c]
+    named = [c for c in configs if "=" not in c]
+    note_named(named)
+    candidates += [os.path.abspath(c) for c in named]
     for path in candidates:
         note(path)
         s = _TRACE[0].inputs.get(path)
         if s is not None and s[0] == 0o12:  # a symlink: its target's content is not signed
             refuse(f"{path} is a symbolic link")
+
+
+def note_named(paths: Iterable[str]) -> None:
+    """Paths from the command line (the root, the paths, ``--config`` files): one resolved through a
+    symbolic link (``repo`` -> a checkout, ``link/../porter.toml``) names whatever the link points
+    at when porter runs, which no signature follows: no record."""
+    if not _TRACE:
+        return
+    for path in paths:
+        if _through_link(path):
+            refuse(f"{path} is named through a symbolic link")
+
+
+def _through_link(path: str) -> bool:
+    """Whether resolving ``path`` as typed (``..`` included) from the working folder, component by
+    component, meets a symbolic link (the working folder itself is physical: os.getcwd())."""
+    import stat
+
+    probe = os.sep if os.path.isabs(path) else os.getcwd()
+    for part in path.split(os.sep):
+        if part in ("", "."):
+            continue
+        probe = os.path.join(probe, part)  # not normalised: "link/.." is the link's target's parent
+        try:
+            if stat.S_ISLNK(os.lstat(probe).st_mode):
+                return True
+        except OSError:
+            return False  # nothing there: the full run says so
+    return False
 
 
 def _digest_names(names: Sequence[str]) -> str:
@@ -237,19 +305,36 @@ def _digest_names(names: Sequence[str]) -> str:
 
 
 class _Watch:
-    """sys.stderr, remembering what was written to it."""
+    """sys.stderr, remembering what was written to it. Code that reaches for its binary ``buffer``
+    (click does, on an ASCII stream) writes past the watch: such a run is never vouched for."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
         self.text: list[str] = []
+        self.bypassed = False
 
-    def write(self, s: str) -> int:
-        n = self._stream.write(s)  # click probes streams with write(b""): that raises here, unrecorded
-        self.text.append(s)
-        return n
+    def write(self, s: Any) -> int:
+        n = self._stream.write(s)  # first: a write the stream refuses (click probes with b"") is no output
+        self.text.append(s if isinstance(s, str) else bytes(s).decode("utf-8", "replace"))
+        return n  # type: ignore[no-any-return]
 
     def __getattr__(self, name: str) -> Any:
+        if name == "buffer":
+            self.bypassed = True
         return getattr(self._stream, name)
+
+
+def watch_stderr() -> None:
+    """Watch this process's stderr (a worker's: the parent's watch does not see it)."""
+    if sys.stderr is not None and not isinstance(sys.stderr, _Watch):
+        sys.stderr = _Watch(sys.stderr)  # type: ignore[assignment]
+
+
+def stderr_written() -> tuple[int, bool] | None:
+    """How much was written to this process's watched stderr so far, and whether anything reached
+    for its buffer; None when it is not watched."""
+    watch = sys.stderr
+    return (len(watch.text), watch.bypassed) if isinstance(watch, _Watch) else None
 
 
 _PROGRESS = r"porter: \d+/\d+ files \(\d+%\), [0-9.]+ files/s, \d+ s\n"
@@ -270,10 +355,31 @@ def _key(argv: Sequence[str]) -> str:
     import json
 
     stream = sys.stdout
-    words = [FORMAT, sys.version, sys.executable, os.getcwd(), list(argv),
+    # the interpreter's setup too: PYTHONPATH (sys.path) can put other modules ahead of porter's
+    words = [FORMAT, sys.version, sys.executable, sys.path, list(sys.flags), sys.warnoptions, os.getcwd(), list(argv),
              [os.environ.get(k) for k in ENV_KEYS],
              [getattr(stream, "encoding", None), getattr(stream, "errors", None)]]
     return hashlib.blake2b(json.dumps(words).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+
+
+def in_tree(base: str, trees: Iterable[str]) -> bool:
+    """Whether the user's cache folder ``base`` lies in one of ``trees`` (the folders a command may
+    read: its working folder, its root and paths; ``--opt=value`` words count by their value). A
+    cache folder inside the target (HOME is the checkout, as in some containers) holds the
+    target's files: its secret and records could be the target's own, so porter keeps no cache there."""
+    try:
+        real = os.path.realpath(base)
+        for tree in trees:
+            if tree.startswith("--") and "=" in tree:
+                tree = tree.split("=", 1)[1]
+            if not tree or not os.path.isdir(tree):
+                continue
+            top = os.path.realpath(tree)
+            if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
+                return True
+    except (OSError, ValueError):
+        return True
+    return False
 
 
 def _path(base: str, key: str) -> str:
@@ -329,18 +435,37 @@ def answer(argv: Sequence[str]) -> int | None:
         return None
     try:
         key = _key(argv)
+    except OSError:  # no working folder: the full run says so
+        return None
+    except Exception:  # noqa: BLE001 - the lane is an optimisation: anything odd goes to the full run
+        return None
+    try:
+        if in_tree(base, [os.getcwd(), *argv[1:]]):
+            return None
         secret = cache_secret(base, create=False)  # none yet: the full run creates it, the offer reads it
         hit = _check(_path(base, key), key, secret) if secret is not None else None
-    except Exception:  # noqa: BLE001 - the lane is an optimisation: anything odd goes to the full run
+    except Exception:  # noqa: BLE001
         return None
     stream = getattr(sys.stdout, "buffer", None)
     if hit is None or stream is None:
         _TRACE[:] = [_Trace(key, base, secret)]
         return None
     out, err, code = hit
-    stream.write(out)
-    stream.flush()
-    if err:
+    try:
+        sys.stdout.flush()
+        stream.write(out)
+        stream.flush()
+    except OSError as exc:  # a closed pipe: what the full command line says and returns then
+        if sys.stderr is not None:
+            sys.stderr.write(f"porter: internal error: {type(exc).__name__}: {exc}\n")
+        try:  # the interpreter's last flush must not fail again
+            fd = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(fd, stream.fileno())
+            os.close(fd)
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 2
+    if err and sys.stderr is not None:
         sys.stderr.write(err)
         sys.stderr.flush()
     return code
@@ -407,7 +532,8 @@ def _offer(text: str, exit_code: int, vouched: Iterable[tuple[str, Sig]], err: s
     trace = _TRACE[0]
     _TRACE.clear()
     watch = trace.stderr
-    if trace.refused or "\x1b" in text + err or (watch is not None and not _only_progress("".join(watch.text), err)):
+    if trace.refused or "\x1b" in text + err or (watch is not None and (
+            watch.bypassed or not _only_progress("".join(watch.text), err))):
         return False
     inputs = dict(trace.inputs)
     for path, s in trace.inputs.items():
@@ -461,7 +587,11 @@ def main() -> None:
     code = answer(sys.argv[1:])
     if code is not None:
         sys.exit(code)
-    if _TRACE:
+    if _TRACE and sys.stderr is None:
+        # stderr closed (2>&-): a warning would vanish unseen, and a record kept now would answer a
+        # later run whose stderr is open without it
+        refuse("stderr is closed")
+    elif _TRACE:
         _TRACE[0].stderr = _Watch(sys.stderr)
         sys.stderr = _TRACE[0].stderr  # type: ignore[assignment]
     from .cli import main as full

@@ -204,10 +204,8 @@ class _Fingerprints:
         if path not in self.lines:
             lines = None
             if self.root is not None:
-                target = self.root / path
-                try:
-                    if not target.is_symlink():
-                        lines = target.read_bytes().decode("utf-8", "replace").splitlines()
+                try:  # bounded, never through a symlink, never a FIFO's endless wait (PRT005 reports one)
+                    lines = read_bounded(self.root / path, 256 * 1024 * 1024).decode("utf-8", "replace").splitlines()
                 except OSError:
                     lines = None
             self.lines[path] = lines

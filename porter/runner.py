@@ -61,6 +61,9 @@ class FileResult:
     facts_used: dict[str, str] = field(default_factory=dict)
     error: bool = False
     seconds: float = 0.0
+    # no record may vouch for a run with this result: its analysis read files no record signs
+    # (porter.express.unsigned_read) or wrote to stderr (a warning a record would not repeat)
+    unvouched: bool = False
 
     @property
     def changed(self) -> bool:
@@ -188,6 +191,7 @@ def _init_worker(root: str, settings: Settings, facts: RepoFacts, mode: Mode) ->
     import gc
 
     _STATE.update(root=root, settings=settings, facts=facts, mode=mode)
+    express.watch_stderr()  # what a worker writes there is seen (FileResult.unvouched)
     threshold = gc.get_threshold()
     gc.set_threshold(max(threshold[0], 100_000), threshold[1], threshold[2])
     gc.freeze()
@@ -251,6 +255,7 @@ def _imports_of(text: str) -> frozenset[str]:
 def process_file(ref: SourceRef, root: str, settings: Settings, facts: RepoFacts, mode: Mode) -> FileResult:
     """Analyse (audit) or fix one file; every problem becomes a finding, never an exception."""
     started = time.perf_counter()
+    unsigned, spoke = express.unsigned_reads(), express.stderr_written()
     result = FileResult(ref.relpath, ref.language)
     facts = facts.for_path(ref.relpath)
     full = Path(root, ref.relpath)
@@ -325,6 +330,8 @@ def process_file(ref: SourceRef, root: str, settings: Settings, facts: RepoFacts
         result.facts_used = lazy.digests(lazy.touched)
     if ref.language == "python":
         result.imports = _imports_of(final)
+    # (in a worker too, where the facts may be gathered and whose stderr the parent does not see)
+    result.unvouched = express.unsigned_reads() != unsigned or express.stderr_written() != spoke
     result.seconds = time.perf_counter() - started
     return result
 
@@ -370,6 +377,8 @@ class Cache:
             base = user_cache_dir()
         except (RuntimeError, KeyError, OSError):  # no home folder: run without a cache
             base = None
+        if base is not None and express.in_tree(str(base), [self.root]):
+            base = None  # the user's cache folder is in the target (HOME is the checkout): its secret is the target's
         self.secret = _cache_secret(base) if base is not None else None
         self.key = key
         scope = hashlib.blake2b(f"{self.root}\0{key}".encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
@@ -532,11 +541,11 @@ def _settled(signatures: Sequence[tuple[str, str, list[int] | None]], side: list
 
 
 def _side_inputs(root: str, refs: Sequence[SourceRef]) -> list[list[Any]]:
-    """What a whole-tree result depends on besides the discovered files: every folder that holds one
-    (a file added or removed there changes the folder's times) and the lock files and Pipfiles the pins
-    are read from, which discovery does not list."""
-    folders = sorted({posixpath.dirname(r.relpath) for r in refs} | {""})
+    """What a whole-tree result depends on besides the discovered files: every folder the pins are
+    gathered from (a file added or removed there changes the folder's times) and the manifests and
+    lock files read there that discovery did not list (lock files; manifests ignored or excluded)."""
     out: list[list[Any]] = []
+    folders, listed = _fact_files(root, refs)
     for folder in folders:
         try:
             st = os.lstat(os.path.join(root, folder) if folder else root)
@@ -544,12 +553,39 @@ def _side_inputs(root: str, refs: Sequence[SourceRef]) -> list[list[Any]]:
             out.append([folder + "/", None])
             continue
         out.append([folder + "/", [st.st_mtime_ns, st.st_ctime_ns, st.st_ino]])
-        for name in (*LOCK_NAMES, "Pipfile"):
-            rel = f"{folder}/{name}" if folder else name
-            sig = _stat_key(root, rel)
-            if sig is not None:
-                out.append([rel, sig])
+        pipfile = f"{folder}/Pipfile" if folder else "Pipfile"  # (signed as before, though not read today)
+        sig = _stat_key(root, pipfile)
+        if sig is not None:
+            out.append([pipfile, sig])
+    for rel in listed:
+        out.append([rel, _stat_key(root, rel)])
     return out
+
+
+def _fact_files(root: str | Path, refs: Sequence[SourceRef]) -> tuple[list[str], list[str]]:
+    """The folders :func:`collect_facts` lists (every folder that holds one of ``refs``, and the
+    folders above it) and the manifests and lock files it reads there besides ``refs``."""
+    seen = {r.relpath for r in refs}  # a listed file is read (and signed) as itself
+    folders: set[str] = {""}
+    for r in refs:
+        parts = r.relpath.split("/")[:-1]
+        for n in range(1, len(parts) + 1):
+            folders.add("/".join(parts[:n]))
+    listed: list[str] = []
+    for folder in sorted(folders):
+        try:
+            names = sorted(os.listdir(os.path.join(root, folder) if folder else root))
+        except OSError:
+            continue
+        for name in names:
+            rel = f"{folder}/{name}" if folder else name
+            if rel in seen or not (name in LOCK_NAMES or is_manifest(SourceRef(rel, languages.detect(name) or ""))):
+                continue
+            full = os.path.join(root, rel)
+            if os.path.isfile(full) and not os.path.islink(full):
+                listed.append(rel)
+                seen.add(rel)
+    return sorted(folders), listed
 
 
 def code_stamp() -> str:
@@ -682,26 +718,7 @@ def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | No
     """
     manifest_texts: dict[str, str] = {}
     candidates = [r.relpath for r in refs if is_manifest(r)]
-    seen = set(candidates)
-    folders: set[str] = {""}
-    for r in refs:
-        parts = r.relpath.split("/")[:-1]
-        for n in range(1, len(parts) + 1):
-            folders.add("/".join(parts[:n]))
-    for folder in sorted(folders):
-        try:
-            names = sorted(os.listdir(root / folder if folder else root))
-        except OSError:
-            continue
-        for name in names:
-            rel = f"{folder}/{name}" if folder else name
-            ref = SourceRef(rel, languages.detect(name) or "")
-            if rel in seen or not (name in LOCK_NAMES or is_manifest(ref)):
-                continue
-            full = root / rel
-            if full.is_file() and not full.is_symlink():
-                candidates.append(rel)
-                seen.add(rel)
+    candidates += _fact_files(root, refs)[1]  # the warm-run record signs the same files (_side_inputs)
     for rel in candidates:
         try:
             data = read_bounded(root / rel, settings.max_file_size if settings else 4 * 1024 * 1024)
@@ -947,6 +964,7 @@ def run(
 ) -> RunResult:
     """Discover and process files. Nothing is written here (see :func:`write`)."""
     started = time.perf_counter()
+    unsigned = express.unsigned_reads()
     root, paths = resolve_root(root, paths)
     found: Discovery = discover(root, list(paths), settings, force_exclude=force_exclude)
     whole_tree = [os.path.abspath(p) for p in paths] == [str(root)]
@@ -1005,7 +1023,8 @@ def run(
     if cache is not None:
         cache.save()
     outcome = RunResult(root, results, found.problems, settings, facts, time.perf_counter() - started)
-    if record is not None:
+    if record is not None and express.unsigned_reads() == unsigned and not any(fr.unvouched for fr in results):
+        # (a run that read files no record signs is never vouched for)
         record.save(signatures, side, outcome, signed_ns)
         if record.saved:
             outcome.record = record

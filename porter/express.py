@@ -41,6 +41,7 @@ from typing import Any
 
 FORMAT = 1
 MAX_RECORD_BYTES = 256 * 1024 * 1024
+MAX_RECORDS = 64  # express records kept (one per distinct invocation)
 # inputs whose modification or change time is this close to the moment porter signed them are
 # not vouched for (an edit in the same file-system clock tick keeps every signature)
 SETTLE_NS = 1_000_000_000
@@ -419,7 +420,8 @@ def _read(path: str) -> bytes | None:
 
 
 def _eligible(argv: Sequence[str]) -> bool:
-    return bool(argv) and argv[0] in ("audit", "check") and not any(
+    # POSIX only: elsewhere the full run's text stream translates newlines, the recorded bytes do not
+    return os.name == "posix" and bool(argv) and argv[0] in ("audit", "check") and not any(
         a in ("-h", "--help", "--no-cache", "-") or a.startswith(("-o", "--output")) for a in argv)
 
 
@@ -576,7 +578,26 @@ def _offer(text: str, exit_code: int, vouched: Iterable[tuple[str, Sig]], err: s
         except OSError:
             pass
         return False
+    _prune(folder, keep=_path(trace.base, trace.key))
     return True
+
+
+def _prune(folder: str, keep: str) -> None:
+    """At most :data:`MAX_RECORDS` records (one per distinct invocation): the least recently
+    written go first."""
+    try:
+        with os.scandir(folder) as entries:
+            records = [(e.stat(follow_symlinks=False).st_mtime_ns, e.path) for e in entries
+                       if e.name.endswith(".rec") and e.is_file(follow_symlinks=False)]
+    except OSError:
+        return
+    records.sort()
+    for _mtime, path in records[: max(0, len(records) - MAX_RECORDS)]:
+        if path != keep:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
 
 # -- the console entry point -------------------------------------------------------------------

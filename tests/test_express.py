@@ -562,3 +562,20 @@ def test_no_warm_record_for_a_run_whose_worker_wrote_to_stderr(tmp_path: Path,
     assert runner.run(tree, [tree], settings).record is None
     monkeypatch.setattr(runner, "analyze", real)
     assert runner.run(tree, [tree], settings).record is not None
+
+
+def test_the_record_folder_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "express"
+    folder.mkdir()
+    for n in range(express.MAX_RECORDS + 5):
+        record = folder / f"{n:04d}.rec"
+        record.write_bytes(b"x")
+        os.utime(record, ns=(n * 10**9, n * 10**9))
+    (folder / "unrelated.txt").write_text("kept")
+    keep = str(folder / "0000.rec")  # the one just written, whatever its time says
+    express._prune(str(folder), keep=keep)
+    left = sorted(p.name for p in folder.iterdir())
+    assert "unrelated.txt" in left and "0000.rec" in left
+    # the five least recently written go, except the one being kept
+    assert not {"0001.rec", "0002.rec", "0003.rec", "0004.rec"} & set(left) and "0005.rec" in left
+    assert len([n for n in left if n.endswith(".rec")]) == express.MAX_RECORDS + 1

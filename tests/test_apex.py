@@ -251,3 +251,24 @@ def test_arbitrary_calls_never_break_the_file(src: str, unsafe: bool) -> None:
     assert again == outcome.text, src
     found = findings(src, "t.py", family="apex")
     assert found, f"an apex call without a finding:\n{src}"
+
+
+def test_ddp_rewrite_uses_a_keyword_every_torch_accepts() -> None:
+    """apex DDP never syncs buffers (neither at construction nor in forward). ``broadcast_buffers=False`` says
+    exactly that on every torch release; ``forward_sync_buffers`` first shipped in torch 2.13 (a TypeError on
+    older releases, porter's default migration target among them) and still syncs buffers at construction."""
+    import inspect
+
+    import torch.nn.parallel
+
+    from porter.apis import requirements_for
+
+    src = ("from apex.parallel import DistributedDataParallel as DDP\n\n\n"
+           "def wrap(model):\n    return DDP(model, delay_allreduce=True)\n")
+    out = fixed(src, family="apex")
+    assert "DistributedDataParallel(model, broadcast_buffers=False)" in out
+    assert "forward_sync_buffers" not in out
+    assert "broadcast_buffers" in inspect.signature(torch.nn.parallel.DistributedDataParallel).parameters
+    # the newer keyword is gated, should any fix emit it
+    need = requirements_for(["torch.nn.parallel.DistributedDataParallel(forward_sync_buffers)"])
+    assert str(need["torch"][0]) == "torch>=2.13"

@@ -272,3 +272,37 @@ def test_ddp_rewrite_uses_a_keyword_every_torch_accepts() -> None:
     # the newer keyword is gated, should any fix emit it
     need = requirements_for(["torch.nn.parallel.DistributedDataParallel(forward_sync_buffers)"])
     assert str(need["torch"][0]) == "torch>=2.13"
+
+
+def test_emitted_keywords_are_gated_by_their_first_torch_release() -> None:
+    """Keywords a rewrite emits have first releases too: ``Adam(decoupled_weight_decay=)`` (torch 2.7),
+    ``Adam(fused=)`` (1.13), ``F.cross_entropy(label_smoothing=)`` (1.10). Under pins that admit an older torch
+    the fix is withheld (a TypeError there), never applied."""
+    from porter.framework import RepoFacts
+    from porter.testing import settings_for
+
+    unsafe = settings_for("apex", unsafe=True)
+    adam = ("from apex.optimizers import FusedAdam\n\n\ndef make(model, args):\n"
+            "    return FusedAdam(model.parameters(), lr=1e-3, adam_w_mode=args.adamw)\n")
+    assert fixed(adam, family="apex", settings=unsafe, facts=RepoFacts(pins={"torch": ">=2.0"})) == adam
+    out = fixed(adam, family="apex", settings=unsafe, facts=RepoFacts(pins={"torch": ">=2.7"}))
+    assert "decoupled_weight_decay=args.adamw" in out
+    plain = ("from apex.optimizers import FusedAdam\n\n\ndef make(model):\n"
+             "    return FusedAdam(model.parameters(), lr=1e-3, adam_w_mode=False)\n")
+    assert fixed(plain, family="apex", settings=unsafe, facts=RepoFacts(pins={"torch": ">=1.7"})) == plain
+    assert "fused=True" in fixed(plain, family="apex", settings=unsafe, facts=RepoFacts(pins={"torch": ">=1.13"}))
+    smooth = ("import torch\nfrom apex.contrib import xentropy\n\n\ndef f(logits, target, s):\n"
+              "    return xentropy.SoftmaxCrossEntropyLoss.apply(logits, target, s, -100, False)\n")
+    assert fixed(smooth, family="apex", facts=RepoFacts(pins={"torch": ">=1.7"})) == smooth
+    assert "label_smoothing=s" in fixed(smooth, family="apex", facts=RepoFacts(pins={"torch": ">=1.10"}))
+
+
+def test_xentropy_without_smoothing_emits_no_label_smoothing() -> None:
+    """A literal zero smoothing is torch's default: the keyword (torch >= 1.10) is left out, so the rewrite
+    runs on every torch release the pins admit."""
+    from porter.framework import RepoFacts
+
+    src = ("import torch\nfrom apex.contrib import xentropy\n\n\ndef f(logits, target, pad, h2f):\n"
+           "    return xentropy.SoftmaxCrossEntropyLoss.apply(logits, target, 0.0, pad, False)\n")
+    out = fixed(src, family="apex", facts=RepoFacts(pins={"torch": ">=1.7"}))
+    assert "torch.nn.functional.cross_entropy(logits, target, ignore_index=pad, reduction=\"none\")" in out

@@ -289,8 +289,13 @@ def test_emitted_keywords_are_gated_by_their_first_torch_release() -> None:
     assert "decoupled_weight_decay=args.adamw" in out
     plain = ("from apex.optimizers import FusedAdam\n\n\ndef make(model):\n"
              "    return FusedAdam(model.parameters(), lr=1e-3, adam_w_mode=False)\n")
-    assert fixed(plain, family="apex", settings=unsafe, facts=RepoFacts(pins={"torch": ">=1.7"})) == plain
+    # fused= only picks a kernel: under an older torch floor the rewrite goes without it
+    old_torch = fixed(plain, family="apex", settings=unsafe, facts=RepoFacts(pins={"torch": ">=1.7"}))
+    assert "torch.optim.Adam(" in old_torch and "fused" not in old_torch
     assert "fused=True" in fixed(plain, family="apex", settings=unsafe, facts=RepoFacts(pins={"torch": ">=1.13"}))
+    from porter.apis import requirements_for
+
+    assert str(requirements_for(["torch.optim.Adam(fused)"])["torch"][0]) == "torch>=1.13"
     smooth = ("import torch\nfrom apex.contrib import xentropy\n\n\ndef f(logits, target, s):\n"
               "    return xentropy.SoftmaxCrossEntropyLoss.apply(logits, target, s, -100, False)\n")
     assert fixed(smooth, family="apex", facts=RepoFacts(pins={"torch": ">=1.7"})) == smooth
@@ -306,3 +311,19 @@ def test_xentropy_without_smoothing_emits_no_label_smoothing() -> None:
            "    return xentropy.SoftmaxCrossEntropyLoss.apply(logits, target, 0.0, pad, False)\n")
     out = fixed(src, family="apex", facts=RepoFacts(pins={"torch": ">=1.7"}))
     assert "torch.nn.functional.cross_entropy(logits, target, ignore_index=pad, reduction=\"none\")" in out
+
+
+def test_fused_is_left_out_where_the_pins_do_not_guarantee_it() -> None:
+    """``fused=True`` only picks a kernel (torch's foreach default is the same algorithm), but it has first
+    releases (SGD 2.3, AdamW 2.0, Adagrad 2.12): under pins that admit an older torch the exact rewrite is
+    applied without it, instead of being withheld whole."""
+    from porter.framework import RepoFacts
+
+    src = ("from apex.optimizers import FusedSGD\n\n\ndef make(groups, args):\n"
+           "    return FusedSGD(groups, lr=args.lr, weight_decay=args.wd, momentum=args.m)\n")
+    old = fixed(src, family="apex", facts=RepoFacts(pins={"torch": ">=1.7"}))
+    assert "torch.optim.SGD(groups, lr=args.lr, weight_decay=args.wd, momentum=args.m)" in old
+    assert "fused" not in old
+    new = fixed(src, family="apex", facts=RepoFacts(pins={"torch": ">=2.3"}))
+    assert "momentum=args.m, fused=True)" in new
+    assert "fused=True" in fixed(src, family="apex")  # no pins known: the gate decides, as before

@@ -158,10 +158,12 @@ RULES = (
          Category.REPLACE, fix=SAFE, effort_hours=0.5,
          explanation=_doc(
              "Exact when `gradient_average=True` (apex averages like torch). With `gradient_average=False` "
-             "apex **sums** gradients: flagged. porter writes `forward_sync_buffers=False` "
-             "because apex never broadcasts buffers in forward (torch does by default). torch also "
-             "broadcasts buffers from rank 0 once at construction (apex only parameters); this matters only "
-             "when buffers differ across ranks at that point.",
+             "apex **sums** gradients: flagged. porter writes `broadcast_buffers=False` "
+             "because apex never broadcasts buffers (torch does in every forward by default); the keyword "
+             "exists in every torch release (2.13 deprecates it with a warning; its replacement "
+             "`forward_sync_buffers` is a TypeError before 2.13 and still syncs buffers at construction). "
+             "Older torch releases may still broadcast buffers from rank 0 once at construction (apex only "
+             "parameters); this matters only when buffers differ across ranks at that point.",
              "",
              "Dropped (scheduling/rounding only): `message_size`, `delay_allreduce`, "
              "`allreduce_trigger_params`, `num_allreduce_streams`, `gradient_predivide_factor`, `prof`. "

@@ -85,7 +85,7 @@ _EQUIVALENT = {
     "FusedRMSNorm": "torch.nn.RMSNorm with eps=1e-5 written out (torch's default is ~1.19e-7)",
     "MixedFusedLayerNorm": "torch.nn.LayerNorm plus a cast of the output to the weight dtype",
     "MixedFusedRMSNorm": "torch.nn.RMSNorm(eps=1e-5) plus a cast of the output to the weight dtype",
-    "DDP": "torch.nn.parallel.DistributedDataParallel(module, forward_sync_buffers=False)",
+    "DDP": "torch.nn.parallel.DistributedDataParallel(module, broadcast_buffers=False)",
     "SyncBatchNorm": "torch.nn.SyncBatchNorm",
     "convert_syncbn_model": "torch.nn.SyncBatchNorm.convert_sync_batchnorm",
     "clip_grad_norm_": "torch.nn.utils.clip_grad_norm_",

@@ -258,7 +258,8 @@ FAMILY = Family(
     review="FusedAdam rewrites with fp16/bf16 parameters (moment precision), output dtypes of norms under "
     "autocast, apex optimizer checkpoints, and every amp site (manual port).",
     options=(
-        Option("fused", "bool", True, "The torch optimizers that replace apex's fused ones get `fused=True`."),
+        Option("fused", "bool", True, "The torch optimizers that replace apex's fused ones get `fused=True` "
+               "(left out when the torch pins do not guarantee the keyword: it only selects a kernel)."),
         Option("assume-fp32-params", "bool", False, "The project trains fp32 parameters: the FusedAdam rewrite "
                "is SAFE (unless the file casts to half/bfloat16)."),
     ),

@@ -92,7 +92,8 @@ def materialise(entry: Entry, mirror: Path, dest: Path) -> None:
     git_dir = base / "repo" / ".git" if (base / "repo" / ".git").is_dir() else base / "repo"
     if not git_dir.is_dir():
         git_dir = base
-    # the chosen sub-folders plus the files at the top (the repository's own manifests and pins)
+    # the chosen sub-folders plus the files at the top and a top-level requirements/ folder (the
+    # repository's own manifests and pins: porter reads requirements/ as its parent's manifest)
     listing = _git(git_dir, "ls-tree", "-r", "-z", "--full-tree", entry.commit)
     if listing.returncode != 0:
         raise RuntimeError(listing.stderr.decode(errors="replace").strip())
@@ -104,8 +105,8 @@ def materialise(entry: Entry, mirror: Path, dest: Path) -> None:
         meta, _, path = item.partition(b"\t")
         mode, kind, sha = meta.decode().split()
         rel = path.decode("utf-8", errors="surrogateescape")
-        wanted = not entry.subdirs or "/" not in rel or any(rel == d or rel.startswith(d.rstrip("/") + "/")
-                                                            for d in entry.subdirs)
+        wanted = (not entry.subdirs or "/" not in rel or rel.startswith("requirements/")
+                  or any(rel == d or rel.startswith(d.rstrip("/") + "/") for d in entry.subdirs))
         if kind == "blob" and mode in ("100644", "100755") and wanted:
             blobs.append((sha, path.decode("utf-8", errors="surrogateescape"), mode))
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}

@@ -459,6 +459,7 @@ class DeviceAuditVisitor(AstVisitor):
                                if t.startswith(qual + "."))
             if firsts:
                 self._roots[name] = firsts
+        self.name_ids = frozenset(self._direct)  # visit_Name does nothing for any other name
 
     def span(self, node: Any) -> tuple[int, int]:
         if isinstance(node, _Span):

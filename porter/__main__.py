@@ -12,6 +12,6 @@ import sys
 if sys.path and sys.path[0] in ("", os.getcwd()):
     del sys.path[0]
 
-from porter.cli import main  # noqa: E402
+from porter.express import main  # noqa: E402
 
 main()

@@ -12,7 +12,7 @@ Keys are dotted qualified names; a key covers itself and everything below it
 
 The migration target (:data:`DEFAULT_TARGET_TORCH`, :data:`DEFAULT_TARGET_ROCM`) is declared
 here too: the newest stable torch release with ROCm wheels on download.pytorch.org that porter's
-index matrix knows (``codemods/_deps_catalog.py`` ``TORCH_ROCM_INDEXES``).
+index matrix knows (``codemods/dependencies/catalog.py`` ``TORCH_ROCM_INDEXES``).
 """
 
 from __future__ import annotations
@@ -45,13 +45,20 @@ MIN_VERSIONS: Mapping[str, tuple[str, ...]] = {
     "torch.nn.modules.normalization.RMSNorm": ("torch>=2.4",),
     "torch.nn.functional.rms_norm": ("torch>=2.4",),
     "torch.optim.AdamW(fused)": ("torch>=2.0",),
+    "torch.optim.Adam(fused)": ("torch>=1.13",),
+    "torch.optim.Adam(decoupled_weight_decay)": ("torch>=2.7",),  # AdamW became Adam with this flag in 2.7
     "torch.optim.SGD(fused)": ("torch>=2.3",),
     "torch.optim.Adagrad(fused)": ("torch>=2.12",),  # the fused GPU kernel arrived in 2.12
+    "torch.nn.functional.cross_entropy(label_smoothing)": ("torch>=1.10",),
+    "torch.amp.autocast": ("torch>=1.12",),  # torch.cuda.amp.autocast is 1.6, the torch.amp module 1.12
     "torch.amp.GradScaler": ("torch>=2.3",),
     "torch.amp.custom_fwd": ("torch>=2.4",),
     "torch.amp.custom_bwd": ("torch>=2.4",),
     "torch.get_autocast_dtype": ("torch>=2.4",),
+    # DDP's replacement for broadcast_buffers (a TypeError before 2.13)
+    "torch.nn.parallel.DistributedDataParallel(forward_sync_buffers)": ("torch>=2.13",),
     # torch: telemetry helpers
+    "torch.cuda.mem_get_info": ("torch>=1.10",),
     "torch.cuda.utilization": ("torch>=2.2",),
     "torch.cuda.memory_usage": ("torch>=2.2",),
     "torch.cuda.temperature": ("torch>=2.2",),

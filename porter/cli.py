@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from .config import Settings
 
-from . import __version__
+from . import __version__, express
 from .config import setting_keys
 from .console import FORMATS, RENDERERS, LazyConsole, Progress, Report, emit, resolve_settings, write_report
 
@@ -173,7 +173,9 @@ def _run(kw: dict[str, Any], mode: str, unsafe: bool | None = None, *,  # type: 
         raise click.UsageError(f"root {root} is not a directory")
     from .runner import resolve_root
 
+    express.note_named([str(root), *(str(p) for p in paths)])  # a symlink named here is followed: no record
     root, resolved_paths = resolve_root(root, list(paths))
+    express.note_config(str(root), kw.get("config", ()))  # signed before they are read (porter.express)
     settings = _settings(kw, root, unsafe)
     for note in settings.notes:
         click.echo(f"porter: warning: {note}", err=True)
@@ -273,6 +275,7 @@ def audit(fmt: str, output: Path | None, **kw: Any) -> None:
             text = RENDERERS[fmt](report)
             record.remember(key, text)
         emit(text, None)
+        express.offer(text, EXIT_OK, record.vouched())  # the next identical command answers from this
         sys.exit(EXIT_OK)
     write_report(fmt, report, output, quiet=kw["quiet"], audit_summary=True)
     sys.exit(EXIT_OK)
@@ -295,6 +298,7 @@ def check(fmt: str, exit_zero: bool, include_benign: bool, **kw: Any) -> None:
     """
     from .registry import is_actionable
 
+    record = None
     if _stdin_mode(kw):
         from .engine import analyze
 
@@ -303,17 +307,28 @@ def check(fmt: str, exit_zero: bool, include_benign: bool, **kw: Any) -> None:
         root = None
     else:
         result, _ = _run(kw, "audit", missing_ok=True)
-        findings, root = result.findings, result.root
+        findings, root, record = result.findings, result.root, result.record
     if not include_benign:
         # a file porter could not analyse (binary, too large) is never a silent pass: padding a file
         # past max-file-size or adding one NUL byte must not hide what it holds (exclude it explicitly)
         findings = [f for f in findings if is_actionable(f) or f.code in NOT_ANALYSED]
-    write_report(fmt, Report(findings, root=root), quiet=kw["quiet"])
+    report = Report(findings, root=root)
+    text = RENDERERS[fmt](report) if fmt in RENDERERS else None
+    if text is not None:
+        emit(text, None)
+    else:
+        write_report(fmt, report, quiet=kw["quiet"])
+    summary = ""
     if fmt == "concise" and findings and not kw["quiet"]:
         fixable = sum(1 for f in findings if f.fix.value == "safe")
-        click.echo(f"porter: {len(findings)} finding(s)"
-                   + (f", {fixable} fixable with `porter apply`" if fixable else ""), err=True)
-    sys.exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_OK)
+        summary = (f"porter: {len(findings)} finding(s)"
+                   + (f", {fixable} fixable with `porter apply`" if fixable else ""))
+        click.echo(summary, err=True)
+    code = EXIT_FINDINGS if findings and not exit_zero else EXIT_OK
+    if record is not None and text is not None:
+        # a whole tree the warm-run record vouches for: the next identical check answers from this
+        express.offer(text, code, record.vouched(), err=summary + "\n" if summary else "")
+    sys.exit(code)
 
 
 # -- apply ----------------------------------------------------------------------------------

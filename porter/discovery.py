@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import languages, proc
+from . import express, languages, proc
 from .config import Settings, pattern_is_tame
 from .excludes import compile_excludes
 from .findings import Finding
@@ -75,34 +75,47 @@ def _git_files(directory: Path) -> list[str] | None:
     git runs through :mod:`porter.proc`: the repository's own config cannot make it execute
     anything, and a ``.git`` file pointing elsewhere is not followed without ``--trust-git-dir``.
     """
+    probes = express.note_git_probes(str(directory)) if express.tracing() else False
     location = proc.locate(directory)
     if location.repo is None:
+        if probes:
+            express.refuse("a .git porter does not use lies above the root")
         return None
     try:
         ignored = proc.git(location.repo, ["check-ignore", "-q", "."], cwd=directory, check=False, timeout=60)
         if ignored.returncode == 0:
+            express.refuse("a folder its git repository ignores is walked")
             return None  # the user pointed porter at a folder its enclosing repo ignores: walk it
         listed = proc.git(
             location.repo, ["ls-files", "-z", "--cached", "--others", "--exclude-standard"],
             cwd=directory, check=False, timeout=120,
         )
     except proc.GitError:
+        express.refuse("git failed")
         return None
     if listed.returncode != 0:
+        express.refuse("git failed")
         return None
     names = listed.stdout.decode("utf-8", "surrogateescape").split("\0")
-    return sorted({n for n in names if n})
+    out = sorted({n for n in names if n})
+    express.note_git(str(directory), out)
+    return out
 
 
 def _walk(directory: Path, root: Path, settings: Settings) -> list[tuple[str, str]]:
     """(full path, root-relative path) of every file under ``directory``, honouring .gitignore."""
     out = []
     specs: list[tuple[str, pathspec.PathSpec]] = []
+    trace = express.tracing()
+    if trace:
+        express.note(str(directory))  # each folder is signed before it is listed
     for current, dirnames, filenames in os.walk(directory, followlinks=False):
         rel_dir = relpath_of(Path(current), root) or ""
         if settings.respect_gitignore and ".gitignore" in filenames:
             import pathspec  # only a tree with a .gitignore pays for it
 
+            if trace:
+                express.note(os.path.join(current, ".gitignore"))
             try:
                 data = read_bounded(os.path.join(current, ".gitignore"), GITIGNORE_LIMIT)
                 lines = [line for line in data.decode("utf-8", "replace").splitlines() if pattern_is_tame(line)]
@@ -125,6 +138,8 @@ def _walk(directory: Path, root: Path, settings: Settings) -> list[tuple[str, st
             if d == ".git" or ignored(rel, True):
                 continue
             keep.append(d)
+            if trace:
+                express.note(os.path.join(current, d))
         dirnames[:] = keep
         for name in sorted(filenames) + [d for d in keep if os.path.islink(os.path.join(current, d))]:
             rel = f"{rel_dir}/{name}" if rel_dir else name
@@ -159,6 +174,7 @@ def discover(root: Path, paths: list[Path], settings: Settings, *, force_exclude
         except OSError:
             is_link = False
         if is_link:
+            express.refuse("a symbolic link (its target is not signed)")
             if language is not None or explicit or os.path.isdir(full):
                 problem = _symlink_problem(full, rel, root_real)
                 if problem is not None:

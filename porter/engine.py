@@ -7,16 +7,20 @@ is exactly the sequence of texts ``porter apply`` goes through.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from . import registry
 from .config import Settings
 from .findings import Applicability, Edit, Finding
-from .framework import Family, FileContext, PyContext, RepoFacts, load
+from .framework import Family, FileContext, PyContext, RepoFacts, TokenPresence, load
 from .suppress import Suppressions
+
+T = TypeVar("T")
 
 
 class _NoParserError(Exception):
@@ -37,7 +41,8 @@ MAX_ROUNDS = 12
 
 def families_for(language: str, text: str, settings: Settings, relpath: str = "") -> list[Family]:
     """Families that can report anything on this file (language, pre-filter, selection)."""
-    return [fam for fam in _selected(settings, language) if fam.matches(text, language, relpath)]
+    present = TokenPresence(text)  # a token several families name is searched for once
+    return [fam for fam in _selected(settings, language) if fam.matches(text, language, relpath, present)]
 
 
 _SELECTED: dict[tuple[int, str], tuple[Settings, list[Family]]] = {}
@@ -73,6 +78,35 @@ def _syntax_finding(relpath: str, exc: Exception) -> Finding:
         end_line=int(line),
         end_column=int(col) + 1,
     )
+
+
+def _partial_finding(relpath: str, text: str) -> Finding:
+    """CPython's parser refused a file LibCST parses (syntax newer than the Python running porter,
+    e.g. PEP 695 ``type X = ...`` under 3.11): the LibCST rules ran, the ``ast``-tier ones could not."""
+    import ast
+    import sys
+
+    try:
+        ast.parse(text)
+        exc: Exception = SyntaxError("unknown")
+    except SyntaxError as err:
+        exc = err
+    found = _syntax_finding(relpath, exc)
+    message = getattr(exc, "msg", None) or str(exc)
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return replace(found, message=f"Python {version} (the Python running porter) cannot parse this file: {message}; "
+                   "only the rules that run on LibCST analysed it, not the inventory rules that run on "
+                   "CPython's ast: run porter on a Python that parses it for the full audit")
+
+
+def _libcst_partial(relpath: str, exc: Exception) -> Finding:
+    """LibCST refused a file CPython parses (grammar newer than the installed LibCST knows): the
+    ``ast``-tier rules ran, the LibCST ones (the structural rewrites) could not."""
+    found = _syntax_finding(relpath, exc)
+    message = (getattr(exc, "message", None) or str(exc)).splitlines()[0]
+    return replace(found, message=f"LibCST cannot parse this file ({message}); the rules that run on CPython's "
+                   "ast analysed it, not the ones that run on LibCST (the structural rewrites): upgrade libcst "
+                   "for the full audit")
 
 
 _NESTING_MESSAGES = ("too many nested", "too many levels of indentation", "too many statically nested")
@@ -126,6 +160,13 @@ def raw_findings(ctx: FileContext, fams: Sequence[Family]) -> list[Finding]:
         if py_fams and ctx.tree is not None:
             # each LibCST family's exact gate, decided on the ast tier: no LibCST parse when none holds
             py_fams = [f for f in py_fams if f.python_gate is None or load(f.python_gate)(ctx)]
+        if py_fams and ctx.tree is not None:
+            try:
+                ctx.module  # noqa: B018 - parse here: a LibCST syntax error is not a family's crash
+            except _cst_error() as exc:
+                # CPython parsed it (the ast tier's findings stand), LibCST does not know the syntax
+                found.append(_libcst_partial(ctx.relpath, exc))
+                py_fams = []
         if py_fams:
             ctx.module  # noqa: B018 - parse here: a LibCST syntax error is the file's, not a family's crash
             visitors = [load(f.python)(ctx) for f in py_fams if f.python is not None]
@@ -242,6 +283,23 @@ def select(findings: Iterable[Finding], ctx: FileContext) -> list[Finding]:
     return kept
 
 
+def _quiet(func: Callable[..., T]) -> Callable[..., T]:
+    """Run ``func`` with the warnings Python raises about the target's own code switched off:
+    ``ast.parse`` of a string with an invalid escape (``"\\d"``) warns (a SyntaxWarning on
+    Python 3.12+, printed once per site as ``<unknown>:N: ...``; a DeprecationWarning before). They
+    say nothing about porting, and under ``-W error`` they would turn a file into a parse error."""
+
+    @functools.wraps(func)
+    def quiet(*args: Any, **kwargs: Any) -> T:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return func(*args, **kwargs)
+
+    return quiet
+
+
+@_quiet
 def analyze(
     relpath: str, text: str, language: str, settings: Settings, facts: RepoFacts | None = None
 ) -> list[Finding]:
@@ -268,6 +326,8 @@ def analyze(
         if not isinstance(exc, _cst_error()):
             raise
         return [_syntax_finding(relpath, exc)]
+    if isinstance(ctx, PyContext) and ctx.tree is None and any(f.python_ast is not None for f in fams):
+        found.append(_partial_finding(relpath, text))
     if isinstance(ctx, PyContext) and any(f.edits and f.fix != Applicability.NONE for f in found):
         from .fallbacks import guard
 
@@ -413,6 +473,7 @@ def _plain_relpath(path: str) -> bool:
     return True
 
 
+@_quiet
 def fix(
     relpath: str,
     text: str,

@@ -232,19 +232,40 @@ class Family:
             langs.add("python")
         return frozenset(langs)
 
-    def matches(self, text: str, language: str = "", relpath: str = "") -> bool:
-        """The pre-filter: can this family report anything on this file?"""
+    def matches(self, text: str, language: str = "", relpath: str = "",
+                present: Mapping[str, bool] | None = None) -> bool:
+        """The pre-filter: can this family report anything on this file?
+
+        ``present`` answers "does ``text`` hold this token" (``TokenPresence``: each token is
+        searched once per file however many families name it); by default the text is searched.
+        """
+        if present is None:
+            present = TokenPresence(text)
         tokens = self.tokens
         if language == "python":
             if self.python_files and relpath.rsplit("/", 1)[-1] not in self.python_files:
-                return bool(self.checkers.get("python")) and (not tokens or any(t in text for t in tokens))
+                return bool(self.checkers.get("python")) and (not tokens or any(present[t] for t in tokens))
             if self.python_tokens is not None:
                 tokens = self.python_tokens
-        if not tokens or any(tok in text for tok in tokens):
+        if not tokens or any(present[tok] for tok in tokens):
             return True
         # a token ending in a newline (an identifier then the line's end) also matches at the end
         # of a text whose last line has none
         return any(tok[-1:] == "\n" and text.endswith(tok[:-1]) for tok in tokens)
+
+
+class TokenPresence(dict):
+    """``{token: whether the text holds it}``, each token searched for on first use."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def __missing__(self, token: str) -> bool:
+        found = self[token] = token in self.text
+        return found
 
 
 class FileContext:

@@ -352,20 +352,17 @@ def check(before: str, after: str, g: GateContext, *, requires: Sequence[str] = 
                            "--unsafe-fixes raises the pin in the same series")
         needs[dist] = f">={floor}"
     # a CUDA-only package left imported although the fix removed its last use
-    try:
-        from .codemods._deps_catalog import cuda_only_for
-    except ImportError:  # pragma: no cover - during development
-        cuda_only_for = None  # type: ignore[assignment]
-    if cuda_only_for is not None:
-        dropping = {m for d in g.pins if (e := cuda_only_for(d)) is not None for m in e.modules}
-        for root in sorted(dropping & set(a.live)):
-            names = a.live[root]
-            if names & a.names_used:
-                continue
-            if names & b.names_used:
-                return Verdict(False, f"the fix leaves `{root}` imported (unused) while {_where(g)} names a "
-                               "CUDA-only package the series drops once nothing imports it: the module would "
-                               "still fail to import without it")
+    from .codemods.dependencies.catalog import cuda_only_for
+
+    dropping = {m for d in g.pins if (e := cuda_only_for(d)) is not None for m in e.modules}
+    for root in sorted(dropping & set(a.live)):
+        names = a.live[root]
+        if names & a.names_used:
+            continue
+        if names & b.names_used:
+            return Verdict(False, f"the fix leaves `{root}` imported (unused) while {_where(g)} names a "
+                           "CUDA-only package the series drops once nothing imports it: the module would "
+                           "still fail to import without it")
     return Verdict(True, needs=needs)
 
 

@@ -272,8 +272,14 @@ _CANONICAL: tuple[tuple[str, str, frozenset[str] | None], ...] = (
 _INTERNAL = ("Optimizer", "State", "Function", "MatmulLtState")
 
 
+# the first component of every defining module above: a name outside them is its own spelling
+_CANONICAL_HEADS = tuple(sorted({prefix.split(".", 1)[0] + "." for prefix, _, _ in _CANONICAL}))
+
+
 def canonical(qualname: str) -> str:
     """The exported spelling of ``qualname`` when it goes through a defining submodule."""
+    if not qualname.startswith(_CANONICAL_HEADS):
+        return qualname
     for prefix, export, names in _CANONICAL:
         if not qualname.startswith(prefix):
             continue

@@ -19,6 +19,7 @@ import json
 import posixpath
 import re
 import sys
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -386,8 +387,6 @@ def _pins_pyproject(text: str) -> Iterator[tuple[str, str]]:
         yield from _requirements_from_strings(values or [])
     for values in (data.get("dependency-groups", {}) or {}).values():
         yield from _requirements_from_strings(values or [])
-    build = data.get("build-system", {})
-    yield from _requirements_from_strings(build.get("requires", []) or [])
     poetry = data.get("tool", {}).get("poetry", {})
     tables = [poetry.get("dependencies", {}), poetry.get("dev-dependencies", {})]
     tables += [g.get("dependencies", {}) for g in (poetry.get("group", {}) or {}).values() if isinstance(g, dict)]
@@ -402,6 +401,17 @@ def _pins_pyproject(text: str) -> Iterator[tuple[str, str]]:
             if isinstance(spec, list):
                 spec = next((s.get("version", "") for s in spec if isinstance(s, dict)), "")
             yield canonicalize_name(name), poetry_constraint(spec) if isinstance(spec, str) else ""
+
+
+def _pins_build_system(text: str) -> Iterator[tuple[str, str]]:
+    """``[build-system].requires``: the build environment, ranked below the runtime pins (collect_pins)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return
+    build = data.get("build-system", {})
+    if isinstance(build, dict):
+        yield from _requirements_from_strings(build.get("requires", []) or [])
 
 
 def _pins_setup_cfg(text: str) -> Iterator[tuple[str, str]]:
@@ -423,7 +433,10 @@ def _pins_setup_cfg(text: str) -> Iterator[tuple[str, str]]:
 def setup_py_requirements(text: str) -> list[str]:
     """Requirement strings in a setup.py's ``setup(...)`` call (literal lists only)."""
     try:
-        tree = ast.parse(text)
+        with warnings.catch_warnings():  # the target's invalid escapes are not porter's to report
+            warnings.simplefilter("ignore", SyntaxWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
         return []
     assigned: dict[str, ast.expr] = {}
@@ -559,12 +572,21 @@ def collect_pins(files: dict[str, str]) -> dict[str, str]:
     (shallowest path, then name) wins. Nothing is executed; unparsable files are skipped.
     """
     best: dict[str, tuple[int, str]] = {}
-    for relpath in sorted(files, key=lambda p: (p.count("/"), p)):
+    ordered = sorted(files, key=lambda p: (p.count("/"), p))
+    for relpath in ordered:
         lock = posixpath.basename(relpath) in LOCK_FILES
         for dist, spec in _pins_of(relpath, files[relpath]):
             rank = _rank(spec, lock)
             if dist not in best or rank > best[dist][0]:
                 best[dist] = (rank, spec)
+    # build requirements (pyproject's [build-system].requires) describe the build environment, not what the
+    # package runs with: they count only for a distribution no runtime manifest gives a version
+    for relpath in ordered:
+        if posixpath.basename(relpath) != "pyproject.toml":
+            continue
+        for dist, spec in _pins_build_system(files[relpath]):
+            if dist not in best or (best[dist][0] == 0 and spec):
+                best[dist] = (_rank(spec, False), spec)
     return {dist: spec for dist, (_, spec) in sorted(best.items())}
 
 

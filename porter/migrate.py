@@ -71,10 +71,8 @@ def migration_target(settings: Settings, option: str | None) -> tuple[Settings, 
         settings, how = replace(settings, target_torch=DEFAULT_TARGET_TORCH), (
             "porter's default for a migration: the newest stable torch release with ROCm wheels that porter "
             "knows; override it with --target-torch or --config target-torch=...")
-    try:
-        from .codemods._deps_catalog import rocm_for_torch, rocm_index
-    except ImportError:  # pragma: no cover - during development
-        return settings, f"torch >= {settings.target_torch} ({how})."
+    from .codemods.dependencies.catalog import rocm_for_torch, rocm_index
+
     rocm = settings.option("dependencies", "rocm-version") or rocm_for_torch(settings.target_torch)
     index = f" from the ROCm {rocm} wheel index ({rocm_index(str(rocm))})" if rocm else ""
     return settings, (f"torch >= {settings.target_torch}{index} ({how}). The torch requirement and its wheel "
@@ -166,10 +164,8 @@ def _hipify(result: RunResult, scratch: Path, engine: str) -> tuple[Patch | None
     """Run a HIPify engine over the post-fix CUDA sources; return its patch and findings."""
     if engine == "none":
         return None, [], "", "HIPify skipped (--hipify none)."
-    try:
-        from .hipify_wrappers import run_hipify  # type: ignore[attr-defined]
-    except ImportError:
-        return None, [], "", "No HIPify adapter is available in this build of porter."
+    from .hipify_wrappers import run_hipify  # type: ignore[attr-defined]
+
     cuda_files = sorted(fr.relpath for fr in result.files if fr.language == "cuda")
     if not cuda_files:
         return None, [], "", "No CUDA/C++ sources: nothing to HIPify."

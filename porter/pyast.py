@@ -16,7 +16,7 @@ character offsets every finding uses, so a rule gives the same line/column on ei
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .findings import Applicability, Finding
@@ -40,6 +40,9 @@ class AstVisitor:
 
     family: ClassVar[str] = ""
     _handlers: ClassVar[dict[type, tuple[dict[str, str], dict[str, str]]]] = {}
+    # When set (in ``__init__``, before the walk): ``visit_Name`` is called only for names whose
+    # ``id`` is in it. A visitor sets it only when its ``visit_Name`` does nothing for other names.
+    name_ids: Container[str] | None = None
 
     def __init__(self, ctx: PyContext) -> None:
         self.ctx = ctx
@@ -95,6 +98,7 @@ def _ordered_children(node: ast.AST) -> Iterable[ast.AST]:
     """The node's children in source order (``ast``'s field order differs for a few classes)."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         yield from node.decorator_list
+        yield from getattr(node, "type_params", ())  # Python 3.12+: `def f[T: bound]()`, `class C[T]`
         if isinstance(node, ast.ClassDef):
             yield from node.bases
             yield from node.keywords
@@ -165,11 +169,60 @@ def walk(tree: ast.AST, visitors: Sequence[AstVisitor]) -> None:
             visit.setdefault(cls_name, []).append(getattr(v, meth))
         for cls_name, meth in leaves.items():
             leave.setdefault(cls_name, []).append(getattr(v, meth))
-    _walk(tree, visit, leave)
+    filtered = [v.name_ids for v in visitors if "Name" in type(v).handler_names()[0]]
+    if any(ids is not None for ids in filtered):
+        visit["Name"] = [_names_dispatch(list(zip(filtered, visit["Name"], strict=True)))]
+    _walk(tree, _Dispatch(visit, leave))
+
+
+def _names_dispatch(pairs: list[tuple[Container[str] | None, Handler]]) -> Handler:
+    """One ``Name`` handler calling each visitor's ``visit_Name`` (in order) for the ids it asked for."""
+    def visit_name(node: ast.Name) -> None:
+        name = node.id
+        for ids, handler in pairs:
+            if ids is None or name in ids:
+                handler(node)
+
+    return visit_name
 
 
 _SPECIAL = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Call, ast.Dict, ast.IfExp, ast.arguments)
 _PLANS: dict[type, tuple[str, ...] | None] = {}
+# ASDL's builtin types (``Python.asdl``): a field of one of them never holds a node
+_SCALAR_TYPES = frozenset({"identifier", "string", "int", "constant"})
+
+
+# classes whose plan follows their ASDL signature: every value of a planned field is a node, a
+# list of nodes, or None (an absent optional child)
+_TYPED: set[type] = set()
+
+
+def _scalar_fields(cls: type) -> frozenset[str] | None:
+    """The fields of ``cls`` that the grammar types as identifiers, strings, ints or constants.
+
+    Read from the class's ASDL signature (its docstring, ``Name(identifier id, expr_context ctx)``);
+    None when the signature does not name exactly the class's fields.
+    """
+    doc = (cls.__doc__ or "").split("\n", 1)[0].strip()
+    head = cls.__name__ + "("
+    if not doc.startswith(head) or not doc.endswith(")"):
+        return None
+    inner = doc[len(head):-1].strip()
+    declared: dict[str, str] = {}
+    for part in inner.split(",") if inner else ():
+        words = part.split()
+        if len(words) != 2:
+            return None
+        kind, name = words
+        declared[name] = kind.rstrip("?*")
+    if tuple(declared) != tuple(cls._fields):
+        return None
+    if any(kind in _NODE_FREE and name not in ("ctx", "op", "ops", "type_ignores") for name, kind in declared.items()):
+        return None  # an operator or context under another name: not the grammar this reads
+    return frozenset(name for name, kind in declared.items() if kind in _SCALAR_TYPES)
+
+
+_NODE_FREE = frozenset({"expr_context", "boolop", "operator", "unaryop", "cmpop", "type_ignore"})
 
 
 def _plan(cls: type) -> tuple[str, ...] | None:
@@ -177,31 +230,50 @@ def _plan(cls: type) -> tuple[str, ...] | None:
     if issubclass(cls, _SPECIAL):
         plan = None
     else:
-        plan = tuple(f for f in cls._fields if f not in ("ctx", "op", "ops", "type_ignores"))
+        scalars = _scalar_fields(cls)
+        if scalars is not None:
+            _TYPED.add(cls)
+        plan = tuple(f for f in cls._fields if f not in ("ctx", "op", "ops", "type_ignores")
+                     and f not in (scalars or ()))
     _PLANS[cls] = plan
     return plan
 
 
-def _walk(node: ast.AST, visit: Mapping[str, list[Handler]], leave: Mapping[str, list[Handler]]) -> None:
+class _Dispatch(dict):
+    """``{node class: (visit handlers, child fields, leave handlers)}`` for one walk, filled on first
+    sight of a class from the name-keyed handler lists."""
+
+    __slots__ = ("visit", "leave")
+
+    def __init__(self, visit: Mapping[str, list[Handler]], leave: Mapping[str, list[Handler]]) -> None:
+        super().__init__()
+        self.visit = visit
+        self.leave = leave
+
+    def __missing__(self, cls: type) -> tuple[list[Handler] | None, tuple[str, ...] | None, bool, list[Handler] | None]:
+        name = cls.__name__
+        plan = _PLANS[cls] if cls in _PLANS else _plan(cls)
+        entry = self[cls] = (self.visit.get(name) or None, plan, cls in _TYPED, self.leave.get(name) or None)
+        return entry
+
+
+def _walk(node: ast.AST, dispatch: _Dispatch) -> None:
     cls = node.__class__
-    name = cls.__name__
-    handlers = visit.get(name)
+    handlers, plan, typed, leaves = dispatch[cls]
     if handlers:
         for h in handlers:
             h(node)
-    plan = _PLANS[cls] if cls in _PLANS else _plan(cls)
-    if cls is ast.Call and not (node.keywords and any(a.__class__ is ast.Starred for a in node.args)):
-        # the common call (keywords after every positional argument) without a generator
-        _walk(node.func, visit, leave)
-        for arg in node.args:
-            _walk(arg, visit, leave)
-        for kw in node.keywords:
-            _walk(kw, visit, leave)
-    elif plan is None:
-        for child in _ordered_children(node):
-            if not isinstance(child, _SKIP):
-                _walk(child, visit, leave)
-    else:
+    if typed:  # every planned value is a child node, a list of them, or None
+        for field in plan:  # type: ignore[union-attr]
+            value = getattr(node, field, None)
+            if value is None:
+                continue
+            if value.__class__ is list:
+                for item in value:
+                    _walk(item, dispatch)
+            else:
+                _walk(value, dispatch)
+    elif plan is not None:
         for field in plan:
             value = getattr(node, field, None)
             if value is None:
@@ -209,12 +281,22 @@ def _walk(node: ast.AST, visit: Mapping[str, list[Handler]], leave: Mapping[str,
             if value.__class__ is list:
                 for item in value:
                     if isinstance(item, ast.AST) and not isinstance(item, _SKIP):
-                        _walk(item, visit, leave)
+                        _walk(item, dispatch)
             elif isinstance(value, ast.AST) and not isinstance(value, _SKIP):
-                _walk(value, visit, leave)
-    handlers = leave.get(name)
-    if handlers:
-        for h in handlers:
+                _walk(value, dispatch)
+    elif cls is ast.Call and not (node.keywords and any(a.__class__ is ast.Starred for a in node.args)):
+        # the common call (keywords after every positional argument) without a generator
+        _walk(node.func, dispatch)
+        for arg in node.args:
+            _walk(arg, dispatch)
+        for kw in node.keywords:
+            _walk(kw, dispatch)
+    else:
+        for child in _ordered_children(node):
+            if not isinstance(child, _SKIP):
+                _walk(child, dispatch)
+    if leaves:
+        for h in leaves:
             h(node)
 
 

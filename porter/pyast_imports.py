@@ -103,6 +103,18 @@ class AstImportIndex(BaseImportIndex):
         self._walk(tree.body, gated=False, toplevel=True)
         self._finish()
 
+    def resolve(self, expr: ast.AST) -> str | None:
+        """``BaseImportIndex.resolve``: the chain's root name is looked up before the chain is
+        spelled out (most chains start at a local name and resolve to nothing)."""
+        root = expr
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name):
+            return None
+        if root.id not in self.bindings and root.id not in self.rebinds:
+            return None  # what resolve_name answers for a name without binding or rebinding
+        return super().resolve(expr)
+
     # -- construction -------------------------------------------------------------------
     def _walk(self, body: Sequence[ast.stmt], *, gated: bool, toplevel: bool, gate: Gate | None = None,
               fallback_of: Gate | None = None, module_level: bool = True) -> None:

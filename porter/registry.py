@@ -26,7 +26,11 @@ ENGINE_RULES: tuple[Rule, ...] = (
          severity=Severity.ERROR,
          explanation="porter parses every file it analyses. A file that does not parse (a syntax error, "
          "Python 2 code, a grammar porter's parser does not know) is reported with the parser's message "
-         "and left untouched; the rest of the run goes on."),
+         "and left untouched; the rest of the run goes on. A Python file whose syntax is newer than the "
+         "Python running porter (PEP 695 `type` aliases under 3.11, say) is reported too when LibCST "
+         "parses it: only the LibCST rules ran on it, and the message says so; run porter on a Python "
+         "that parses the file for the full audit. The other way round (CPython parses it, the installed "
+         "LibCST does not), the inventory rules ran and the structural rewrites did not: upgrade libcst."),
     rule("PRT002", "undecodable-file", ENGINE, "The file is not valid text in its declared encoding.",
          Category.BENIGN, severity=Severity.ERROR,
          explanation="Python files are decoded per PEP 263 (BOM or coding cookie, else UTF-8); other "

@@ -14,18 +14,16 @@ import json
 import os
 import posixpath
 import re
-import secrets
 import signal
 import stat
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import languages, proc, registry
+from . import express, languages, proc, registry
 from .config import Settings
 from .discovery import Discovery, SourceRef, discover, is_within
 from .engine import FixOutcome, Stage, analyze, fix
@@ -65,6 +63,9 @@ class FileResult:
     facts_used: dict[str, str] = field(default_factory=dict)
     error: bool = False
     seconds: float = 0.0
+    # no record may vouch for a run with this result: its analysis read files no record signs
+    # (porter.express.unsigned_read) or wrote to stderr (a warning a record would not repeat)
+    unvouched: bool = False
 
     @property
     def changed(self) -> bool:
@@ -194,6 +195,7 @@ def _init_worker(root: str, settings: Settings, facts: RepoFacts, mode: Mode) ->
     import gc
 
     _STATE.update(root=root, settings=settings, facts=facts, mode=mode)
+    express.watch_stderr()  # what a worker writes there is seen (FileResult.unvouched)
     threshold = gc.get_threshold()
     gc.set_threshold(max(threshold[0], 100_000), threshold[1], threshold[2])
     gc.freeze()
@@ -259,6 +261,7 @@ def _imports_of(text: str) -> frozenset[str]:
 def process_file(ref: SourceRef, root: str, settings: Settings, facts: RepoFacts, mode: Mode) -> FileResult:
     """Analyse (audit) or fix one file; every problem becomes a finding, never an exception."""
     started = time.perf_counter()
+    unsigned, spoke = express.unsigned_reads(), express.stderr_written()
     result = FileResult(ref.relpath, ref.language)
     facts = facts.for_path(ref.relpath)
     full = Path(root, ref.relpath)
@@ -333,6 +336,8 @@ def process_file(ref: SourceRef, root: str, settings: Settings, facts: RepoFacts
         result.facts_used = lazy.digests(lazy.touched)
     if ref.language == "python":
         result.imports = _imports_of(final)
+    # (in a worker too, where the facts may be gathered and whose stderr the parent does not see)
+    result.unvouched = express.unsigned_reads() != unsigned or express.stderr_written() != spoke
     result.seconds = time.perf_counter() - started
     return result
 
@@ -354,48 +359,12 @@ MAX_CACHE_BYTES = 256 * 1024 * 1024
 
 def user_cache_dir() -> Path:
     """porter's folder in the user's cache: ``$XDG_CACHE_HOME/porter`` or ``~/.cache/porter``."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    if base and os.path.isabs(base):
-        return Path(base) / "porter"
-    return Path.home() / ".cache" / "porter"
+    return Path(express.user_cache_dir())
 
 
 def _cache_secret(base: Path) -> bytes | None:
-    """The per-user key that authenticates cache files (``secret`` in the user's cache, mode 0600).
-
-    A target repository cannot know it, so it cannot forge an entry; None when it cannot be
-    read or created safely (then the run goes without a cache).
-    """
-    path = base / "secret"
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-    for _ in range(2):
-        try:
-            fd = os.open(path, flags)
-        except FileNotFoundError:
-            try:
-                base.mkdir(parents=True, exist_ok=True, mode=0o700)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-            except FileExistsError:
-                continue  # another porter created it meanwhile: read that one
-            except OSError:
-                return None
-            try:
-                os.write(fd, secrets.token_hex(32).encode())
-            finally:
-                os.close(fd)
-            continue
-        except OSError:
-            return None
-        try:
-            st = os.fstat(fd)
-            own = not hasattr(os, "geteuid") or st.st_uid == os.geteuid()
-            if not stat.S_ISREG(st.st_mode) or not own or st.st_mode & 0o077:
-                return None  # not ours, or readable by others: do not trust it
-            key = os.read(fd, 256).strip()
-        finally:
-            os.close(fd)
-        return key if len(key) >= 32 else None
-    return None
+    """The per-user key that authenticates cache files (see :func:`porter.express.cache_secret`)."""
+    return express.cache_secret(str(base))
 
 
 class Cache:
@@ -414,6 +383,8 @@ class Cache:
             base = user_cache_dir()
         except (RuntimeError, KeyError, OSError):  # no home folder: run without a cache
             base = None
+        if base is not None and express.in_tree(str(base), [self.root]):
+            base = None  # the user's cache folder is in the target (HOME is the checkout): its secret is the target's
         self.secret = _cache_secret(base) if base is not None else None
         self.key = key
         scope = hashlib.blake2b(f"{self.root}\0{key}".encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
@@ -559,12 +530,28 @@ def _stat_key(root: str, relpath: str) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
+def _settled(signatures: Sequence[tuple[str, str, list[int] | None]], side: list[list[Any]], signed_ns: int) -> bool:
+    """Whether every signed input's modification and change times predate its signing by
+    :data:`porter.express.SETTLE_NS` (within one file-system clock tick an edit keeps them)."""
+    limit = signed_ns - express.SETTLE_NS
+    for _rel, _lang, sig in signatures:
+        if sig is not None and max(sig[1], sig[2]) >= limit:
+            return False
+    for name, sig in side:
+        if sig is None:
+            continue
+        times = sig[0:2] if name.endswith("/") else sig[1:3]
+        if max(times) >= limit:
+            return False
+    return True
+
+
 def _side_inputs(root: str, refs: Sequence[SourceRef]) -> list[list[Any]]:
-    """What a whole-tree result depends on besides the discovered files: every folder that holds one
-    (a file added or removed there changes the folder's times) and the lock files and Pipfiles the pins
-    are read from, which discovery does not list."""
-    folders = sorted({posixpath.dirname(r.relpath) for r in refs} | {""})
+    """What a whole-tree result depends on besides the discovered files: every folder the pins are
+    gathered from (a file added or removed there changes the folder's times) and the manifests and
+    lock files read there that discovery did not list (lock files; manifests ignored or excluded)."""
     out: list[list[Any]] = []
+    folders, listed = _fact_files(root, refs)
     for folder in folders:
         try:
             st = os.lstat(os.path.join(root, folder) if folder else root)
@@ -572,40 +559,44 @@ def _side_inputs(root: str, refs: Sequence[SourceRef]) -> list[list[Any]]:
             out.append([folder + "/", None])
             continue
         out.append([folder + "/", [st.st_mtime_ns, st.st_ctime_ns, st.st_ino]])
-        for name in (*LOCK_NAMES, "Pipfile"):
-            rel = f"{folder}/{name}" if folder else name
-            sig = _stat_key(root, rel)
-            if sig is not None:
-                out.append([rel, sig])
+        pipfile = f"{folder}/Pipfile" if folder else "Pipfile"  # (signed as before, though not read today)
+        sig = _stat_key(root, pipfile)
+        if sig is not None:
+            out.append([pipfile, sig])
+    for rel in listed:
+        out.append([rel, _stat_key(root, rel)])
     return out
 
 
-@lru_cache(maxsize=1)
+def _fact_files(root: str | Path, refs: Sequence[SourceRef]) -> tuple[list[str], list[str]]:
+    """The folders :func:`collect_facts` lists (every folder that holds one of ``refs``, and the
+    folders above it) and the manifests and lock files it reads there besides ``refs``."""
+    seen = {r.relpath for r in refs}  # a listed file is read (and signed) as itself
+    folders: set[str] = {""}
+    for r in refs:
+        parts = r.relpath.split("/")[:-1]
+        for n in range(1, len(parts) + 1):
+            folders.add("/".join(parts[:n]))
+    listed: list[str] = []
+    for folder in sorted(folders):
+        try:
+            names = sorted(os.listdir(os.path.join(root, folder) if folder else root))
+        except OSError:
+            continue
+        for name in names:
+            rel = f"{folder}/{name}" if folder else name
+            if rel in seen or not (name in LOCK_NAMES or is_manifest(SourceRef(rel, languages.detect(name) or ""))):
+                continue
+            full = os.path.join(root, rel)
+            if os.path.isfile(full) and not os.path.islink(full):
+                listed.append(rel)
+                seen.add(rel)
+    return sorted(folders), listed
+
+
 def code_stamp() -> str:
-    """A digest of porter's own installed code (file sizes and times): a record written by another
-    build of porter (an upgrade, an edited development install) is never reused."""
-    import importlib.util
-
-    import porter
-
-    bases = list(porter.__path__)
-    for sub in ("porter.codemods", "porter.hipify_wrappers"):  # their own folders in a development install
-        spec = importlib.util.find_spec(sub)
-        for location in (spec.submodule_search_locations or []) if spec is not None else []:
-            if not any(os.path.commonpath([location, b]) == b for b in bases):
-                bases.append(location)
-    h = hashlib.blake2b(digest_size=8)
-    for base in bases:
-        for folder, dirs, files in os.walk(base):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(files):
-                if name.endswith((".py", ".json", ".h", ".txt")):
-                    try:
-                        st = os.stat(os.path.join(folder, name))
-                    except OSError:
-                        continue
-                    h.update(f"{folder}/{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
-    return h.hexdigest()
+    """A digest of porter's own installed code (see :func:`porter.express.code_stamp`)."""
+    return express.code_stamp()
 
 
 class RunRecord:
@@ -650,9 +641,13 @@ class RunRecord:
         return RunResult(Path(self.store.root), results, problems, settings, facts, 0.0)
 
     def save(self, signatures: Sequence[tuple[str, str, list[int] | None]], side: list[list[Any]],
-             result: RunResult) -> None:
+             result: RunResult, signed_ns: int | None = None) -> None:
+        """Record ``result``; ``signatures`` and ``side`` were taken at ``signed_ns`` (time.time_ns()),
+        before any file was read."""
         if any(sig is None for _, _, sig in signatures) or any(fr.error for fr in result.files):
             return  # a file porter could not stat or analyse is never vouched for
+        if signed_ns is not None and not _settled(signatures, side, signed_ns):
+            return  # an input written in the clock tick it was signed in: a later edit could keep its signature
         by_path = {rel: (rel, lang, sig) for rel, lang, sig in signatures}
         if sorted(by_path) != sorted(fr.relpath for fr in result.files):
             return
@@ -668,6 +663,29 @@ class RunRecord:
         self.store.dirty = True
         self.store.save()
         self.saved = True
+
+    def vouched(self) -> list[tuple[str, list[int] | None]]:
+        """The inputs this record signed, as (absolute path, :func:`porter.express.sig` now); the
+        signature is None where the input no longer has the one recorded."""
+        root = self.store.root
+        out: list[tuple[str, list[int] | None]] = []
+        try:
+            for relpath, _language, recorded in self.store.entries["files"]:
+                path = os.path.join(root, relpath)
+                now = express.sig(path)
+                out.append((path, now if now is not None and now[1:] == recorded else None))
+            for name, recorded in self.store.entries["side"]:
+                path = os.path.join(root, name.rstrip("/")) if name.rstrip("/") else root
+                now = express.sig(path)
+                if recorded is None:
+                    out.append((path, None))  # a folder that could not be read: never vouched for
+                elif name.endswith("/"):
+                    out.append((path, now if now is not None and now[2:] == recorded else None))
+                else:
+                    out.append((path, now if now is not None and now[1:] == recorded else None))
+        except (KeyError, TypeError, ValueError):
+            return [("", None)]
+        return out
 
     def rendered(self, key: str) -> str | None:
         """A report this record's result was already rendered to (``key`` names the format and
@@ -706,41 +724,18 @@ def collect_facts(root: Path, refs: Sequence[SourceRef], settings: Settings | No
     """
     manifest_texts: dict[str, str] = {}
     candidates = [r.relpath for r in refs if is_manifest(r)]
-    seen = set(candidates)
-    folders: set[str] = {""}
-    for r in refs:
-        parts = r.relpath.split("/")[:-1]
-        for n in range(1, len(parts) + 1):
-            folders.add("/".join(parts[:n]))
-    for folder in sorted(folders):
-        try:
-            names = sorted(os.listdir(root / folder if folder else root))
-        except OSError:
-            continue
-        for name in names:
-            rel = f"{folder}/{name}" if folder else name
-            ref = SourceRef(rel, languages.detect(name) or "")
-            if rel in seen or not (name in LOCK_NAMES or is_manifest(ref)):
-                continue
-            full = root / rel
-            if full.is_file() and not full.is_symlink():
-                candidates.append(rel)
-                seen.add(rel)
+    candidates += _fact_files(root, refs)[1]  # the warm-run record signs the same files (_side_inputs)
     for rel in candidates:
         try:
             data = read_bounded(root / rel, settings.max_file_size if settings else 4 * 1024 * 1024)
             manifest_texts[rel] = data.decode("utf-8", "replace")
         except OSError:
             continue
-    collect_pins = None
-    if manifest_texts:  # the manifest parsers (and packaging) load only for a tree that has a manifest
-        try:
-            from .manifests import collect_pins, manifest_folder
-        except ImportError:  # pragma: no cover - during development
-            collect_pins = None
     pins: dict[str, str] = {}
     scopes: dict[str, dict[str, str]] = {}
-    if collect_pins is not None and manifest_texts:
+    if manifest_texts:  # the manifest readers (and packaging) load only for a tree that has manifests
+        from .manifests import collect_pins, manifest_folder
+
         by_folder: dict[str, dict[str, str]] = {}
         for rel, text in manifest_texts.items():
             by_folder.setdefault(manifest_folder(rel), {})[rel] = text
@@ -839,10 +834,7 @@ def imported_names(text: str) -> set[str]:
 def _attention_facts(root: Path, refs: Sequence[SourceRef], imported: set[str]) -> tuple[str, object] | None:
     """Where the repo dispatches on Hugging Face's flash-attention string (read, never executed); also
     fills ``imported`` with the names the tree's modules import from one another."""
-    try:
-        from .codemods import _hf_attention as hf
-    except ImportError:  # pragma: no cover - during development
-        return None
+    from .codemods.packages import hf_attention as hf
 
     def texts() -> Iterable[tuple[str, str]]:
         for ref in refs:
@@ -978,16 +970,19 @@ def run(
 ) -> RunResult:
     """Discover and process files. Nothing is written here (see :func:`write`)."""
     started = time.perf_counter()
+    unsigned = express.unsigned_reads()
     root, paths = resolve_root(root, paths)
     found: Discovery = discover(root, list(paths), settings, force_exclude=force_exclude)
     whole_tree = [os.path.abspath(p) for p in paths] == [str(root)]
     cache_on = settings.cache if use_cache is None else use_cache
     record = None
+    signed_ns = 0
     signatures: list[tuple[str, str, list[int] | None]] = []
     side: list[list[Any]] = []
     if mode == "audit" and cache_on and whole_tree:
         # a warm re-run of a whole tree: stat every file, and when nothing changed answer from the
         # record without loading a rule family or reading a file
+        signed_ns = time.time_ns()
         signatures = [(r.relpath, r.language, _stat_key(str(root), r.relpath)) for r in found.files]
         side = _side_inputs(str(root), found.files)
         record = RunRecord(root, settings.fingerprint() + repr(force_exclude),
@@ -1034,8 +1029,9 @@ def run(
     if cache is not None:
         cache.save()
     outcome = RunResult(root, results, found.problems, settings, facts, time.perf_counter() - started)
-    if record is not None:
-        record.save(signatures, side, outcome)
+    if record is not None and express.unsigned_reads() == unsigned and not any(fr.unvouched for fr in results):
+        # (a run that read files no record signs is never vouched for)
+        record.save(signatures, side, outcome, signed_ns)
         if record.saved:
             outcome.record = record
     return outcome

@@ -14,6 +14,15 @@ def _user_cache_outside_home(tmp_path_factory: pytest.TempPathFactory, monkeypat
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
 
 
+@pytest.fixture(autouse=True)
+def _inputs_settle_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process runs vouch for files written a moment ago (tests write their trees and audit them
+    at once); tests/test_express.py checks the settling rule itself, in subprocesses."""
+    from porter import express
+
+    monkeypatch.setattr(express, "SETTLE_NS", 0)
+
+
 # The slow tier: whole modules that take tens of seconds to minutes on two cores (numerical parity
 # suites driven by hypothesis, generated-code properties, crash/timeout injection, the end-to-end
 # example with its compilers, the benchmark). The README's test command deselects them with

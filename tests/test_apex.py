@@ -251,3 +251,79 @@ def test_arbitrary_calls_never_break_the_file(src: str, unsafe: bool) -> None:
     assert again == outcome.text, src
     found = findings(src, "t.py", family="apex")
     assert found, f"an apex call without a finding:\n{src}"
+
+
+def test_ddp_rewrite_uses_a_keyword_every_torch_accepts() -> None:
+    """apex DDP never syncs buffers (neither at construction nor in forward). ``broadcast_buffers=False`` says
+    exactly that on every torch release; ``forward_sync_buffers`` first shipped in torch 2.13 (a TypeError on
+    older releases, porter's default migration target among them) and still syncs buffers at construction."""
+    import inspect
+
+    import torch.nn.parallel
+
+    from porter.apis import requirements_for
+
+    src = ("from apex.parallel import DistributedDataParallel as DDP\n\n\n"
+           "def wrap(model):\n    return DDP(model, delay_allreduce=True)\n")
+    out = fixed(src, family="apex")
+    assert "DistributedDataParallel(model, broadcast_buffers=False)" in out
+    assert "forward_sync_buffers" not in out
+    assert "broadcast_buffers" in inspect.signature(torch.nn.parallel.DistributedDataParallel).parameters
+    # the newer keyword is gated, should any fix emit it
+    need = requirements_for(["torch.nn.parallel.DistributedDataParallel(forward_sync_buffers)"])
+    assert str(need["torch"][0]) == "torch>=2.13"
+
+
+def test_emitted_keywords_are_gated_by_their_first_torch_release() -> None:
+    """Keywords a rewrite emits have first releases too: ``Adam(decoupled_weight_decay=)`` (torch 2.7),
+    ``Adam(fused=)`` (1.13), ``F.cross_entropy(label_smoothing=)`` (1.10). Under pins that admit an older torch
+    the fix is withheld (a TypeError there), never applied."""
+    from porter.framework import RepoFacts
+    from porter.testing import settings_for
+
+    unsafe = settings_for("apex", unsafe=True)
+    adam = ("from apex.optimizers import FusedAdam\n\n\ndef make(model, args):\n"
+            "    return FusedAdam(model.parameters(), lr=1e-3, adam_w_mode=args.adamw)\n")
+    assert fixed(adam, family="apex", settings=unsafe, facts=RepoFacts(pins={"torch": ">=2.0"})) == adam
+    out = fixed(adam, family="apex", settings=unsafe, facts=RepoFacts(pins={"torch": ">=2.7"}))
+    assert "decoupled_weight_decay=args.adamw" in out
+    plain = ("from apex.optimizers import FusedAdam\n\n\ndef make(model):\n"
+             "    return FusedAdam(model.parameters(), lr=1e-3, adam_w_mode=False)\n")
+    # fused= only picks a kernel: under an older torch floor the rewrite goes without it
+    old_torch = fixed(plain, family="apex", settings=unsafe, facts=RepoFacts(pins={"torch": ">=1.7"}))
+    assert "torch.optim.Adam(" in old_torch and "fused" not in old_torch
+    assert "fused=True" in fixed(plain, family="apex", settings=unsafe, facts=RepoFacts(pins={"torch": ">=1.13"}))
+    from porter.apis import requirements_for
+
+    assert str(requirements_for(["torch.optim.Adam(fused)"])["torch"][0]) == "torch>=1.13"
+    smooth = ("import torch\nfrom apex.contrib import xentropy\n\n\ndef f(logits, target, s):\n"
+              "    return xentropy.SoftmaxCrossEntropyLoss.apply(logits, target, s, -100, False)\n")
+    assert fixed(smooth, family="apex", facts=RepoFacts(pins={"torch": ">=1.7"})) == smooth
+    assert "label_smoothing=s" in fixed(smooth, family="apex", facts=RepoFacts(pins={"torch": ">=1.10"}))
+
+
+def test_xentropy_without_smoothing_emits_no_label_smoothing() -> None:
+    """A literal zero smoothing is torch's default: the keyword (torch >= 1.10) is left out, so the rewrite
+    runs on every torch release the pins admit."""
+    from porter.framework import RepoFacts
+
+    src = ("import torch\nfrom apex.contrib import xentropy\n\n\ndef f(logits, target, pad, h2f):\n"
+           "    return xentropy.SoftmaxCrossEntropyLoss.apply(logits, target, 0.0, pad, False)\n")
+    out = fixed(src, family="apex", facts=RepoFacts(pins={"torch": ">=1.7"}))
+    assert "torch.nn.functional.cross_entropy(logits, target, ignore_index=pad, reduction=\"none\")" in out
+
+
+def test_fused_is_left_out_where_the_pins_do_not_guarantee_it() -> None:
+    """``fused=True`` only picks a kernel (torch's foreach default is the same algorithm), but it has first
+    releases (SGD 2.3, AdamW 2.0, Adagrad 2.12): under pins that admit an older torch the exact rewrite is
+    applied without it, instead of being withheld whole."""
+    from porter.framework import RepoFacts
+
+    src = ("from apex.optimizers import FusedSGD\n\n\ndef make(groups, args):\n"
+           "    return FusedSGD(groups, lr=args.lr, weight_decay=args.wd, momentum=args.m)\n")
+    old = fixed(src, family="apex", facts=RepoFacts(pins={"torch": ">=1.7"}))
+    assert "torch.optim.SGD(groups, lr=args.lr, weight_decay=args.wd, momentum=args.m)" in old
+    assert "fused" not in old
+    new = fixed(src, family="apex", facts=RepoFacts(pins={"torch": ">=2.3"}))
+    assert "momentum=args.m, fused=True)" in new
+    assert "fused=True" in fixed(src, family="apex")  # no pins known: the gate decides, as before

@@ -519,7 +519,7 @@ def test_trap19_ddp_gradient_average() -> None:
     src = ("from apex.parallel import DistributedDataParallel as DDP\n\n\n"
            "def wrap(model):\n    return DDP(model, delay_allreduce=True)\n")
     ported = port(src)
-    assert "DistributedDataParallel(model, forward_sync_buffers=False)" in ported
+    assert "DistributedDataParallel(model, broadcast_buffers=False)" in ported
     flagged = "from apex.parallel import DistributedDataParallel as DDP\nm = DDP(model, gradient_average=False)\n"
     (f,) = findings(flagged, family="apex")
     assert f.fix == Applicability.NONE and "SUMS" in f.message

@@ -86,6 +86,17 @@ def test_old_torch_pin_blocks_only_what_it_must() -> None:
     assert found(bottom_right, {"torch": "<2.5"})[0].fix == Applicability.NONE
 
 
+def test_a_starred_window_size_is_not_a_literal_pair() -> None:
+    # `(*w, 1, 2)` was read as the pair (1, 2) (the starred part skipped) and rewritten as a SAFE band mask
+    src = ("from flash_attn import flash_attn_func\n\n\ndef f(q, k, v, w):\n"
+           "    return flash_attn_func(q, k, v, window_size=(*w, 1, 2))\n")
+    (f,) = found(src, {"flash-attn": "==2.6.3"})
+    assert f.fix == Applicability.NONE and "window_size is not a literal (left, right) pair" in f.message
+    assert port(src, {"flash-attn": "==2.6.3"}) == src
+    plain = src.replace("(*w, 1, 2)", "(1, 2)")
+    assert found(plain, {"flash-attn": "==2.6.3"})[0].fix == Applicability.SAFE
+
+
 # -- imports and aliases ----------------------------------------------------------------------
 
 

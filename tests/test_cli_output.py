@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -257,3 +258,14 @@ def test_tty_progress_bar_shows_done_total_and_rate() -> None:
             assert task.fields["rate"].endswith(" files/s")
     assert shown and shown[-1] == (29, 30) and progress.bar is None  # removed when the run ends
     assert "29/30" in buf.getvalue() or "30/30" in buf.getvalue()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_sarif_of_a_tree_with_a_fifo_named_like_a_source(tmp_path: Path) -> None:
+    # the FIFO is reported (PRT005); the fingerprints read each reported file's lines, never a FIFO's
+    (tmp_path / "model.py").write_text("import torch\nx = torch.zeros(1).cuda()\n")
+    os.mkfifo(tmp_path / "evil.py")
+    proc = run_porter("audit", "--format", "sarif", "--no-cache", str(tmp_path), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert {r["ruleId"] for r in doc["runs"][0]["results"]} >= {"PRT005", "PRT040"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from porter import registry, runner
+from porter import express, registry, runner
 from porter.config import Settings
 from porter.findings import Applicability
 
@@ -164,14 +164,14 @@ def test_the_code_stamp_covers_the_rule_families(tmp_path: Path, monkeypatch: py
         return real(name, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    runner.code_stamp.cache_clear()
+    express.clear_code_stamp()
     try:
         before = runner.code_stamp()
         (families / "rule.py").write_text("x = 22\n")
-        runner.code_stamp.cache_clear()
+        express.clear_code_stamp()
         assert runner.code_stamp() != before
     finally:
-        runner.code_stamp.cache_clear()
+        express.clear_code_stamp()
 
 
 def test_a_warm_report_is_the_same_bytes_without_rendering(tmp_path: Path, cache_home: Path,

@@ -250,7 +250,7 @@ def test_catalogue_and_pins() -> None:
 
 
 def test_migration_target_is_on_a_known_rocm_index() -> None:
-    from porter.codemods._deps_catalog import rocm_for_torch
+    from porter.codemods.dependencies.catalog import rocm_for_torch
 
     assert rocm_for_torch(DEFAULT_TARGET_TORCH) == DEFAULT_TARGET_ROCM
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from porter import runner
-from porter.codemods._hf_attention import scan
+from porter.codemods.packages.hf_attention import scan
 from porter.config import Settings
 from porter.findings import Applicability
 
@@ -71,7 +71,7 @@ def test_scan_reads_no_false_remote_code() -> None:
     (">=4.31", True), ("~=4.33.0", False), ("==4.*", True), ("<=4.34", False),
 ])
 def test_transformers_pin_gate(pin: str | None, ok: bool) -> None:
-    from porter.codemods._hf_attention import transformers_admits_sdpa
+    from porter.codemods.packages.hf_attention import transformers_admits_sdpa
 
     assert transformers_admits_sdpa(pin) is ok
 

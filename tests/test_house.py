@@ -123,3 +123,28 @@ def test_import_depth_mixin_counts_in_either_base_order(mixin_first: bool) -> No
     v = Names()
     cst.MetadataWrapper(cst.parse_module("import a\nfrom b import c\nd = a\n")).visit_batched([v])
     assert v.seen == [("a", 1), ("b", 1), ("c", 1), ("d", 0), ("a", 0)]
+
+
+def test_porters_own_modules_are_never_imported_behind_an_import_error_fallback() -> None:
+    """A renamed or missing module of porter's must fail loudly: behind ``except ImportError`` a
+    rename silently dropped the Hugging Face attention facts, the pins or the semantic gate's check."""
+    import ast
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    offenders = []
+    for folder in ("porter", "codemods", "hipify_wrappers"):
+        for path in sorted((repo / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Try):
+                    continue
+                catches = {ast.unparse(h.type) for h in node.handlers if h.type is not None}
+                if not catches & {"ImportError", "ModuleNotFoundError", "(ImportError, AttributeError)"}:
+                    continue
+                for stmt in node.body:
+                    own = (isinstance(stmt, ast.ImportFrom) and (stmt.level > 0 or (stmt.module or "").startswith("porter"))
+                           or isinstance(stmt, ast.Import) and any(a.name.startswith("porter") for a in stmt.names))
+                    if own:
+                        offenders.append(f"{path.relative_to(repo)}:{stmt.lineno}")
+    assert offenders == []

@@ -122,3 +122,19 @@ def test_toml_strings_tables_keys_and_offsets() -> None:
 def test_pipfile() -> None:
     text = '[packages]\ntorch = "==2.5.1"\nnumpy = "*"\nxformers = {version = ">=0.0.23", index = "pytorch"}\n'
     assert collect_pins({"Pipfile": text}) == {"numpy": "", "torch": "==2.5.1", "xformers": ">=0.0.23"}
+
+
+def test_build_requirements_yield_to_runtime_pins() -> None:
+    """``[build-system].requires`` is the build environment, not what the package runs with: a runtime pin of the
+    same distribution (``install_requires``, ``[project].dependencies``, requirements files) wins even though
+    pyproject.toml sorts first; a build requirement still counts where nothing else versions the distribution."""
+    files = {
+        "pyproject.toml": '[build-system]\nrequires = ["setuptools", "torch>=1.10", "cython>=0.29", "numpy"]\n',
+        "setup.py": "from setuptools import setup\nsetup(install_requires=['torch>=1.13', 'numpy>=1.21'])\n",
+    }
+    pins = collect_pins(files)
+    assert pins["torch"] == ">=1.13" and pins["numpy"] == ">=1.21"
+    assert pins["cython"] == ">=0.29"  # only the build names it
+    only_build = collect_pins({"pyproject.toml": '[build-system]\nrequires = ["torch>=2.1"]\n',
+                               "requirements.txt": "torch\n"})
+    assert only_build["torch"] == ">=2.1"  # a runtime name without a version says less

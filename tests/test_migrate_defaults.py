@@ -209,7 +209,7 @@ def test_default_target_is_stated_and_the_pin_and_index_are_raised(migration: tu
 
 def test_requirements_name_no_cuda_only_package_the_code_no_longer_imports(
         migration: tuple[Path, Path, Path]) -> None:
-    from porter.codemods._deps_catalog import cuda_only_for, import_roots
+    from porter.codemods.dependencies.catalog import cuda_only_for, import_roots
 
     _, migrated, _ = migration
     imported = _imports(migrated)

@@ -91,3 +91,22 @@ def test_amp_deprecation_rewrites_need_a_guaranteed_torch() -> None:
         assert len(got) == 2 and all(f.fix == Applicability.NONE and "not rewritten" in f.message for f in got)
     out = fixed(src, family="device_audit", facts=RepoFacts(pins={"torch": ">=2.4"}))
     assert 'torch.amp.custom_fwd(device_type="cuda")' in out and 'torch.amp.GradScaler("cuda")' in out
+
+
+def test_autocast_deprecation_rewrite_needs_a_torch_with_torch_amp() -> None:
+    """``torch.amp.autocast`` first shipped in torch 1.12 (``torch.cuda.amp.autocast`` in 1.6): a repository whose
+    pins admit an older torch (``torch>=1.7``) or pin nothing keeps the old spelling, reported; a pin that
+    guarantees 1.12 gets the clean-up."""
+    from porter.findings import Applicability
+    from porter.framework import RepoFacts
+    from porter.testing import findings, fixed
+
+    src = ("import torch\n\n\ndef norm(x):\n    with torch.cuda.amp.autocast(enabled=False):\n        return x\n\n\n"
+           "@torch.cuda.amp.autocast()\ndef fwd(x):\n    return x\n")
+    for pins in ({}, {"torch": ">=1.7"}, {"torch": "==1.11.0"}):
+        facts = RepoFacts(pins=pins)
+        assert fixed(src, family="device_audit", facts=facts) == src, pins
+        got = [f for f in findings(src, family="device_audit", facts=facts) if f.code == "PRT049"]
+        assert len(got) == 2 and all(f.fix == Applicability.NONE and "torch>=1.12" in f.message for f in got), pins
+    out = fixed(src, family="device_audit", facts=RepoFacts(pins={"torch": ">=1.13"}))
+    assert 'torch.amp.autocast("cuda", enabled=False)' in out and '@torch.amp.autocast("cuda")' in out

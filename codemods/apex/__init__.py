@@ -158,10 +158,12 @@ RULES = (
          Category.REPLACE, fix=SAFE, effort_hours=0.5,
          explanation=_doc(
              "Exact when `gradient_average=True` (apex averages like torch). With `gradient_average=False` "
-             "apex **sums** gradients: flagged. porter writes `forward_sync_buffers=False` "
-             "because apex never broadcasts buffers in forward (torch does by default). torch also "
-             "broadcasts buffers from rank 0 once at construction (apex only parameters); this matters only "
-             "when buffers differ across ranks at that point.",
+             "apex **sums** gradients: flagged. porter writes `broadcast_buffers=False` "
+             "because apex never broadcasts buffers (torch does in every forward by default); the keyword "
+             "exists in every torch release (2.13 deprecates it with a warning; its replacement "
+             "`forward_sync_buffers` is a TypeError before 2.13 and still syncs buffers at construction). "
+             "Older torch releases may still broadcast buffers from rank 0 once at construction (apex only "
+             "parameters); this matters only when buffers differ across ranks at that point.",
              "",
              "Dropped (scheduling/rounding only): `message_size`, `delay_allreduce`, "
              "`allreduce_trigger_params`, `num_allreduce_streams`, `gradient_predivide_factor`, `prof`. "
@@ -256,7 +258,8 @@ FAMILY = Family(
     review="FusedAdam rewrites with fp16/bf16 parameters (moment precision), output dtypes of norms under "
     "autocast, apex optimizer checkpoints, and every amp site (manual port).",
     options=(
-        Option("fused", "bool", True, "The torch optimizers that replace apex's fused ones get `fused=True`."),
+        Option("fused", "bool", True, "The torch optimizers that replace apex's fused ones get `fused=True` "
+               "(left out when the torch pins do not guarantee the keyword: it only selects a kernel)."),
         Option("assume-fp32-params", "bool", False, "The project trains fp32 parameters: the FusedAdam rewrite "
                "is SAFE (unless the file casts to half/bfloat16)."),
     ),

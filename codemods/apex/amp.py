@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from porter.codemods._shared.calls import MISSING, UNKNOWN, bind
 from porter.codemods.apex import SAFE
-from porter.codemods.apex.args import MISSING, UNKNOWN, atom, bind
+from porter.codemods.apex.args import BIND_WORDING, atom
 from porter.codemods.apex.base import ApexBase, Handler, Rewrite
 
 _AMP_CHECKLIST = (
@@ -42,8 +43,8 @@ class AmpHandlers(ApexBase):
         b = bind(node, self._INIT)
         head = ("apex.amp.initialize (apex amp was removed upstream in 25.07) needs a hand port to "
                 "torch.amp: ")
-        if b.error:
-            return head + f"porter cannot bind it ({b.error}); " + _AMP_CHECKLIST
+        if b.problems:
+            return head + f"porter cannot bind it ({b.describe(BIND_WORDING)}); " + _AMP_CHECKLIST
         enabled = self._lit(b, "enabled")
         if enabled is not MISSING and enabled is not UNKNOWN and not enabled:
             return head + ("enabled=False makes every amp call a no-op: replace the call by its model/"
@@ -82,7 +83,7 @@ class AmpHandlers(ApexBase):
     def _rw_amp_scale_loss(self, node: cst.Call, qual: str) -> str:
         b = bind(node, ("loss", "optimizers", "loss_id", "model", "delay_unscale", "delay_overflow_check"))
         extra = []
-        if not b.error:
+        if not b.problems:
             if b.has("loss_id") and self._lit(b, "loss_id") != 0:
                 extra.append("several loss_ids have no GradScaler equivalent (use one scaler)")
             if b.has("delay_unscale") and self._lit(b, "delay_unscale") is not False:

@@ -1,74 +1,24 @@
-"""Argument binding and call rebuilding for the apex family (private helpers).
+"""Call rebuilding for the apex family (private helpers).
 
-Calls are bound by the *source* (apex) signature, then rebuilt as keyword arguments in the
-source order (so argument expressions are still evaluated in the order the user wrote
-them), keeping each kept argument's own whitespace and comments.
+Calls are bound by the *source* (apex) signature with the families' shared toolkit
+(``porter.codemods._shared.calls``), then rebuilt as keyword arguments in the source order (so
+argument expressions are still evaluated in the order the user wrote them), keeping each kept
+argument's own whitespace and comments.
 """
 
 from __future__ import annotations
-
-import ast
-from dataclasses import dataclass, field
 
 import libcst as cst
 
 _NO_SPACE = cst.SimpleWhitespace("")
 
-MISSING = object()  # literal value of an argument that is absent
-UNKNOWN = object()  # literal value of an argument that is not a literal
-
-
-@dataclass
-class Bound:
-    """A call bound to a source signature."""
-
-    args: dict[str, cst.Arg] = field(default_factory=dict)  # parameter -> the Arg node
-    order: list[str] = field(default_factory=list)  # parameters in source order
-    error: str = ""  # why binding failed ("" when it worked)
-
-    def has(self, name: str) -> bool:
-        return name in self.args
-
-    def value(self, name: str) -> cst.BaseExpression | None:
-        arg = self.args.get(name)
-        return arg.value if arg is not None else None
-
-
-def bind(call: cst.Call, params: tuple[str, ...], *, kwonly: tuple[str, ...] = (), extra_kw: tuple[str, ...] = ()) -> Bound:
-    """Bind ``call``'s arguments to ``params`` (positional-or-keyword) and ``kwonly``."""
-    out = Bound()
-    pos = 0
-    for arg in call.args:
-        if arg.star:
-            out.error = f"it passes `{arg.star}` arguments, which porter cannot bind statically"
-            return out
-        if arg.keyword is None:
-            if pos >= len(params):
-                out.error = f"it passes more than {len(params)} positional arguments"
-                return out
-            name = params[pos]
-            pos += 1
-        else:
-            name = arg.keyword.value
-            if name not in params and name not in kwonly and name not in extra_kw:
-                out.error = f"it passes the unknown argument `{name}`"
-                return out
-        if name in out.args:
-            out.error = f"it passes `{name}` twice"
-            return out
-        out.args[name] = arg
-        out.order.append(name)
-    return out
-
-
-def literal(expr: cst.BaseExpression | None, module: cst.Module) -> object:
-    """The Python value of a literal expression, MISSING for None, else UNKNOWN."""
-    if expr is None:
-        return MISSING
-    try:
-        return ast.literal_eval(module.code_for_node(expr).strip())
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return UNKNOWN
+# The first argument apex's rewrites cannot bind, in the family's words (``Bound.describe``).
+BIND_WORDING = {
+    "star": "it passes `{star}` arguments, which porter cannot bind statically",
+    "positional": "it passes more than {slots} positional arguments",
+    "unknown": "it passes the unknown argument `{name}`",
+    "repeated": "it passes `{name}` twice",
+}
 
 
 _PURE_LEAVES = (cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.Ellipsis)

@@ -13,8 +13,9 @@ from typing import Any
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
+from porter.codemods._shared.calls import MISSING, UNKNOWN, Bound, bind, literal
 from porter.codemods.apex import SAFE, UNSAFE
-from porter.codemods.apex.args import MISSING, UNKNOWN, Bound, as_keyword, as_positional, bind, literal, pure
+from porter.codemods.apex.args import BIND_WORDING, as_keyword, as_positional, pure
 from porter.findings import Applicability
 from porter.framework import PyVisitor
 
@@ -80,14 +81,14 @@ class ApexBase(PyVisitor):
         return self.ctx.text[start:end]
 
     # -- shared checks ----------------------------------------------------------------------
-    def _bind(self, node: cst.Call, qual: str, params: tuple[str, ...], **kw: tuple[str, ...]) -> Bound | str:
-        b = bind(node, params, **kw)
-        if b.error:
-            return f"{qual} not rewritten: {b.error}"
+    def _bind(self, node: cst.Call, qual: str, params: tuple[str, ...], keywords: tuple[str, ...] = ()) -> Bound | str:
+        b = bind(node, params, keywords=keywords)
+        if b.problems:
+            return f"{qual} not rewritten: {b.describe(BIND_WORDING)}"
         return b
 
     def _lit(self, b: Bound, name: str) -> object:
-        return literal(b.value(name), self.ctx.module)
+        return literal(b.value(name))
 
     def _require(self, b: Bound, qual: str, name: str, ok: object, why: str) -> str | None:
         """A reason to flag unless argument ``name`` is absent or literally ``ok``."""

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from porter.codemods._shared.calls import MISSING, UNKNOWN
 from porter.codemods.apex import SAFE
-from porter.codemods.apex.args import MISSING, UNKNOWN, as_keyword, as_positional, atom, kwarg, pure, rebuild
+from porter.codemods.apex.args import as_keyword, as_positional, atom, kwarg, pure, rebuild
 from porter.codemods.apex.base import ApexBase, Handler, Rewrite
 
 
@@ -52,7 +53,12 @@ class ContribHandlers(ApexBase):
                 f"({atom(ltext, logits)}.float() if {self._src(flag)} else {ltext})"))
         args = [as_positional(first), as_positional(b.args["labels"])]
         rest = {"smoothing": "label_smoothing", "padding_idx": "ignore_index"}
+        # a literal zero smoothing is torch's default: leaving it out keeps the call valid before torch 1.10
+        smoothing = self._lit(b, "smoothing")
+        no_smoothing = smoothing is not UNKNOWN and smoothing is not MISSING and smoothing == 0
         for name in b.order:
+            if name == "smoothing" and no_smoothing:
+                continue
             if name in rest:
                 args.append(as_keyword(b.args[name], rest[name]))
         args.append(kwarg("reduction", '"none"'))

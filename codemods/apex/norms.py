@@ -17,7 +17,7 @@ class NormHandlers(ApexBase):
                      write_eps: bool) -> Rewrite | str:
         if mixed:
             b = self._bind(node, qual, ("normalized_shape", "eps"),
-                           kwonly=("memory_efficient",), extra_kw=("elementwise_affine",))
+                           keywords=("memory_efficient", "elementwise_affine"))
         else:
             b = self._bind(node, qual, ("normalized_shape", "eps", "elementwise_affine", "memory_efficient"))
         if isinstance(b, str):

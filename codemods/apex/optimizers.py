@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from porter.codemods._shared.calls import MISSING, UNKNOWN, Bound
 from porter.codemods.apex import _STEP_NOTE, NAME, SAFE, UNSAFE
-from porter.codemods.apex.args import MISSING, UNKNOWN, Bound, kwarg, rebuild
+from porter.codemods.apex.args import kwarg, rebuild
 from porter.codemods.apex.base import ApexBase, Handler, Rewrite
 
 
@@ -23,8 +24,21 @@ class OptimizerHandlers(ApexBase):
     _ADAM = ("params", "lr", "bias_correction", "betas", "eps", "adam_w_mode", "weight_decay", "amsgrad",
              "set_grad_none", "capturable", "master_weights")
 
-    def _fused_opt(self) -> bool:
-        return bool(self.ctx.settings.option(NAME, "fused", True))
+    def _fused_opt(self, target: str) -> bool:
+        """Whether to write ``fused=True`` on ``target``: the option is on and the repository's torch pin (when
+        it names one) guarantees the release that added the keyword. ``fused`` only selects a kernel (torch's
+        foreach default is the same algorithm), so leaving it out keeps the rewrite exact on an older torch."""
+        if not self.ctx.settings.option(NAME, "fused", True):
+            return False
+        from packaging.version import Version
+
+        from porter.apis import MIN_VERSIONS, pin_guarantees
+
+        need = next((r for r in MIN_VERSIONS.get(f"{target}(fused)", ()) if r.startswith("torch>=")), None)
+        pin = self.ctx.facts.pins.get("torch") if self.ctx.facts is not None else None
+        if need is None or not pin:
+            return True  # no pin: the semantic gate judges the fix as a whole
+        return pin_guarantees(pin, Version(need.split(">=", 1)[1]))
 
     def _rw_FusedAdam(self, node: cst.Call, qual: str) -> Rewrite | str:
         b = self._bind(node, qual, self._ADAM)
@@ -57,7 +71,7 @@ class OptimizerHandlers(ApexBase):
         args = self._args(b, keep, positional=("params",))
         if not b.has("weight_decay"):
             args.append(kwarg("weight_decay", "0.0"))
-        if self._fused_opt():
+        if self._fused_opt(target):
             args.append(kwarg("fused", "True"))
         callee, adds = self._torch(target)
         new = rebuild(node, callee, args)
@@ -97,7 +111,7 @@ class OptimizerHandlers(ApexBase):
                 return reason
         keep = {n: n for n in ("params", "lr", "momentum", "dampening", "weight_decay", "nesterov")}
         args = self._args(b, keep, positional=("params",))
-        if self._fused_opt():
+        if self._fused_opt("torch.optim.SGD"):
             args.append(kwarg("fused", "True"))
         callee, adds = self._torch("torch.optim.SGD")
         new = rebuild(node, callee, args)
@@ -118,7 +132,7 @@ class OptimizerHandlers(ApexBase):
             if reason:
                 return reason
         args = self._args(b, {n: n for n in ("params", "lr", "eps", "weight_decay")}, positional=("params",))
-        if self._fused_opt():
+        if self._fused_opt("torch.optim.Adagrad"):
             args.append(kwarg("fused", "True"))
         callee, adds = self._torch("torch.optim.Adagrad")
         new = rebuild(node, callee, args)

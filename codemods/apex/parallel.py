@@ -53,13 +53,16 @@ class ParallelHandlers(ApexBase):
                     f"{self.ctx.position(hooks.start())[0]}), an apex DDP method torch DDP lacks; use "
                     "`with ddp.no_sync():` for accumulation steps, then rewrite the wrapper")
         args = self._args(b, {"module": "module"}, positional=("module",))
-        args.append(kwarg("forward_sync_buffers", "False"))
+        # apex syncs no buffers at all; broadcast_buffers=False says so on every torch release (torch 2.13
+        # deprecates it for forward_sync_buffers, which is a TypeError before 2.13 and still syncs at init)
+        args.append(kwarg("broadcast_buffers", "False"))
         callee, adds = self._torch("torch.nn.parallel.DistributedDataParallel")
         new = rebuild(node, callee, args)
         return Rewrite("PRT340", self._render(new), SAFE,
                         "apex DistributedDataParallel → torch DDP: both average gradients "
-                        "(gradient_average=True); forward_sync_buffers=False keeps apex's no-buffer-sync "
-                        "forward; torch also broadcasts buffers from rank 0 once at construction",
+                        "(gradient_average=True); broadcast_buffers=False keeps apex's no-buffer-sync forward "
+                        "(torch 2.13 deprecates the keyword with a warning; its replacement forward_sync_buffers "
+                        "is a TypeError before 2.13)",
                         "use torch.nn.parallel.DistributedDataParallel", adds=adds)
 
     def _rw_SyncBatchNorm(self, node: cst.Call, qual: str) -> Rewrite | str:

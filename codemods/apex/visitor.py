@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from porter.codemods._class_strings import is_dotted_path, prefix_of, yaml_paths
+from porter.codemods._shared.class_strings import is_dotted_path, prefix_of, yaml_paths
 from porter.codemods.apex import NAME, NONE
 from porter.codemods.apex.amp import _AMP_HELPERS, AmpHandlers
 from porter.codemods.apex.amp import HANDLERS as _AMP_HANDLERS
@@ -85,7 +85,7 @@ _EQUIVALENT = {
     "FusedRMSNorm": "torch.nn.RMSNorm with eps=1e-5 written out (torch's default is ~1.19e-7)",
     "MixedFusedLayerNorm": "torch.nn.LayerNorm plus a cast of the output to the weight dtype",
     "MixedFusedRMSNorm": "torch.nn.RMSNorm(eps=1e-5) plus a cast of the output to the weight dtype",
-    "DDP": "torch.nn.parallel.DistributedDataParallel(module, forward_sync_buffers=False)",
+    "DDP": "torch.nn.parallel.DistributedDataParallel(module, broadcast_buffers=False)",
     "SyncBatchNorm": "torch.nn.SyncBatchNorm",
     "convert_syncbn_model": "torch.nn.SyncBatchNorm.convert_sync_batchnorm",
     "clip_grad_norm_": "torch.nn.utils.clip_grad_norm_",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from porter.codemods._shared.calls import UNKNOWN, bind, option_literal
 from porter.codemods.attention.modules import MODULES
 from porter.codemods.attention.scope import unpack_key
 from porter.codemods.attention.shared import AttentionBase, Plan, _Blocked, _signed, _torch_admits
@@ -15,10 +16,9 @@ from porter.codemods.attention.tables import (
     _FA_SPECS,
     _FA_V2_ONLY,
     _FA_VARLEN,
-    _NONLIT,
     _fa_short,
 )
-from porter.codemods.attention.util import NotLiteral, atom, bind, flat, is_simple, literal
+from porter.codemods.attention.util import atom, bind_error, flat, is_simple
 from porter.findings import Applicability, Edit
 
 
@@ -55,17 +55,16 @@ class FlashMixin(AttentionBase):
                 return
         code = _FA_CODES[short]
         positional, extra = _FA_SPECS[short]
-        bound = bind(node, positional, positional + extra,
-                     positional_note=" (flash-attn changed the later positional slots between releases)")
+        bound = bind(node, positional, keywords=positional + extra)
         plan = Plan()
         if short == "flash_attn_func" and self._v2_proof() and not self._fa.known:
             npos = len([a for a in node.args if a.keyword is None and not a.star])
             if npos >= 4 and qual != "flash_attn.flash_attn_func":
                 plan.notes.append(f"v2 (q, k, v, dropout_p, ...) API: {self._v2_proof()}")
         try:
-            if bound.error:
-                raise _Blocked(bound.error)
-            self._plan_flash(node, short, bound.args, plan)
+            if bound.problems:
+                raise _Blocked(bind_error(bound, " (flash-attn changed the later positional slots between releases)"))
+            self._plan_flash(node, short, bound.values(), plan)
             self._check_torch(plan)
         except _Blocked as exc:
             self.report(node, code, f"{short} not rewritten: {exc}", fix=Applicability.NONE)
@@ -76,16 +75,13 @@ class FlashMixin(AttentionBase):
         """FlashSelfAttention / FlashCrossAttention / v1 FlashAttention → a portable class in the file."""
         cls, template, positional, extra, cu_slot, unported = MODULES[qual]
         label = qual.rsplit(".", 1)[-1]
-        bound = bind(node, positional, positional + extra)
+        bound = bind(node, positional, keywords=positional + extra)
         try:
-            if bound.error:
-                raise _Blocked(bound.error)
-            a = bound.args
+            if bound.problems:
+                raise _Blocked(bind_error(bound))
+            a = bound.values()
             for name, default in (("window_size", (-1, -1)), ("alibi_slopes", None), ("deterministic", False)):
-                try:
-                    value = literal(a.get(name), default)
-                except NotLiteral:
-                    value = _NONLIT
+                value = option_literal(a.get(name), default)
                 if value != default:
                     raise _Blocked(f"{name} is not literally {default!r} (no portable stand-in: port it by hand)")
             if cls in self.ctx.imports.bindings or cls in self._module_names():
@@ -187,23 +183,20 @@ class FlashMixin(AttentionBase):
     def _plan_flash(self, node: cst.Call, short: str, a: dict[str, cst.BaseExpression], plan: Plan) -> None:
         # -- arguments that block or are dropped
         def lit(name: str, default: object) -> object:
-            try:
-                return literal(a.get(name), default)
-            except NotLiteral:
-                return _NONLIT
+            return option_literal(a.get(name), default)
 
         if lit("return_attn_probs", False) is not False or lit("return_softmax_lse", False) is not False:
             which = "return_attn_probs" if "return_attn_probs" in a else "return_softmax_lse"
             raise _Blocked(f"{which} is not literally False (SDPA returns neither the softmax LSE nor the "
                            "attention probabilities)")
         softcap = lit("softcap", 0.0)
-        if softcap is _NONLIT or not isinstance(softcap, (int, float)) or softcap < 0:
+        if softcap is UNKNOWN or not isinstance(softcap, (int, float)) or softcap < 0:
             raise _Blocked("softcap is not a literal number: porter cannot tell whether it is 0 (off)")
         alibi = a.get("alibi_slopes") if lit("alibi_slopes", None) is not None else None
         use_flex = softcap > 0 or alibi is not None
         if use_flex:
             dp = lit("dropout_p", 0.0)
-            if dp is _NONLIT or dp not in (0, 0.0):
+            if dp is UNKNOWN or dp not in (0, 0.0):
                 raise _Blocked("softcap/alibi_slopes are exact only through flex_attention, which has no dropout, "
                                "and dropout_p is not literally 0")
             if alibi is not None and not is_simple(alibi):
@@ -285,7 +278,7 @@ class FlashMixin(AttentionBase):
         causal_node = a.get("causal")
         causal = lit("causal", False)
         window = lit("window_size", (-1, -1))
-        if window is _NONLIT or not (isinstance(window, tuple) and len(window) == 2
+        if window is UNKNOWN or not (isinstance(window, tuple) and len(window) == 2
                                      and all(isinstance(w, int) for w in window)):
             raise _Blocked("window_size is not a literal (left, right) pair of ints: porter cannot tell "
                            "which sides are unbounded (-1)")
@@ -294,7 +287,7 @@ class FlashMixin(AttentionBase):
         if (left >= 0 or right >= 0) and top_left:
             raise _Blocked(f"window_size needs flash-attn >= 2.3 but the repo pins {self._fa.note}")
         if left >= 0 or right >= 0:
-            if causal is _NONLIT:
+            if causal is UNKNOWN:
                 raise _Blocked("window_size together with a non-literal causal")
             if causal:
                 right = 0
@@ -343,11 +336,10 @@ class FlashMixin(AttentionBase):
         """softcap / ALiBi: flex_attention with a score_mod in flash-attn's order (cap, then bias, then mask)."""
         if self._fa.era in ("v1", "v2.0"):
             raise _Blocked(f"softcap/alibi_slopes do not exist in {self._fa.note}")
-        try:
-            causal = literal(a.get("causal"), False)
-            window = literal(a.get("window_size"), (-1, -1))
-        except NotLiteral:
-            raise _Blocked("causal and window_size must be literals for the flex_attention score_mod") from None
+        causal = option_literal(a.get("causal"), False)
+        window = option_literal(a.get("window_size"), (-1, -1))
+        if causal is UNKNOWN or window is UNKNOWN:
+            raise _Blocked("causal and window_size must be literals for the flex_attention score_mod")
         if not (isinstance(window, tuple) and len(window) == 2 and all(isinstance(w, int) for w in window)):
             raise _Blocked("window_size is not a literal (left, right) pair of ints")
         left, right = window
@@ -382,10 +374,7 @@ class FlashMixin(AttentionBase):
             body = f"{torch_}.where({' & '.join(conds)}, {body}, -float(\"inf\"))"
         plan.kwargs.append(("score_mod", f"lambda score, b, h, q_idx, kv_idx: {body}"))
         scale = a.get("softmax_scale")
-        try:
-            scale_is_none = literal(scale, None) is None
-        except NotLiteral:
-            scale_is_none = False
+        scale_is_none = option_literal(scale, None) is None
         if not scale_is_none:
             plan.kwargs.append(("scale", flat(self.code(scale))))  # type: ignore[arg-type]
         if not packed and not equal_heads:

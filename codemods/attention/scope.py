@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from .util import NotLiteral, literal
+from porter.codemods._shared.calls import UNKNOWN, option_literal
 
 Span = Callable[[cst.CSTNode], tuple[int, int]]
 
@@ -140,12 +140,13 @@ _SPLITTERS = {"chunk": 1, "split": 1, "tensor_split": 1}  # method -> index of t
 
 
 def _dim_arg(call: cst.Call, index: int) -> object:
-    """The literal ``dim`` of a chunk/split call (positional ``index`` or keyword), default 0."""
+    """The literal ``dim`` of a chunk/split call (positional ``index`` or keyword), default 0;
+    ``UNKNOWN`` when it is not a literal."""
     for i, a in enumerate(call.args):
         if a.keyword is not None and a.keyword.value == "dim":
-            return literal(a.value)
+            return option_literal(a.value)
         if a.keyword is None and i == index:
-            return literal(a.value)
+            return option_literal(a.value)
     return 0
 
 
@@ -157,9 +158,8 @@ def unpack_key(value: cst.BaseExpression, start: int) -> tuple[str, ...] | None:
         if method == "unbind":
             return ("shape", str(start))
         if method in _SPLITTERS:
-            try:
-                dim = _dim_arg(value, _SPLITTERS[method])
-            except NotLiteral:
+            dim = _dim_arg(value, _SPLITTERS[method])
+            if dim is UNKNOWN:
                 return None
             if dim in (1, -3):
                 return None  # split along the sequence axis (B, S, ...)

@@ -68,5 +68,4 @@ def _fa_short(qual: str | None) -> str | None:
     return None
 
 
-_NONLIT = object()
 _SDPA_ORDER = ("score_mod", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")

@@ -1,4 +1,5 @@
-"""Helpers of the attention family: argument binding, literals, versions, code rendering.
+"""Helpers of the attention family: how it words binding problems, versions, code rendering (arguments
+are bound and literals read by the families' shared toolkit, ``porter.codemods._shared.calls``).
 
 An implementation module inside the family's package (the registry loads only the package).
 """
@@ -12,88 +13,26 @@ import libcst as cst
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from porter.codemods._shared.calls import UNKNOWN, Bound, option_literal
 from porter.pyimports import dotted
 
-
-class NotLiteral(Exception):
-    """The expression is not a literal porter can evaluate statically."""
-
-
-_MISSING = object()
-
-
-def literal(expr: cst.BaseExpression | None, default: object = _MISSING) -> object:
-    """The Python value of a literal expression (numbers, True/False/None, tuples, unary -)."""
-    if expr is None:
-        if default is _MISSING:
-            raise NotLiteral
-        return default
-    if isinstance(expr, cst.Integer):
-        return int(expr.evaluated_value)
-    if isinstance(expr, cst.Float):
-        return float(expr.evaluated_value)
-    if isinstance(expr, cst.Name) and expr.value in {"True", "False", "None"}:
-        return {"True": True, "False": False, "None": None}[expr.value]
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
-        value = literal(expr.expression)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return -value if isinstance(expr.operator, cst.Minus) else value
-        raise NotLiteral
-    if isinstance(expr, (cst.Tuple, cst.List)):
-        return tuple(literal(el.value) for el in expr.elements if not isinstance(el, cst.StarredElement))
-    raise NotLiteral
+# The first argument the attention rewrites cannot bind, in the family's words (``Bound.describe``;
+# ``note`` says why later positional slots are not bound).
+BIND_WORDING = {
+    "star": "`{star}` unpacking hides which arguments are passed",
+    "positional": "positional argument {number} is past `{last}`{note}; pass it by keyword",
+    "unknown": "unknown keyword argument `{name}`",
+    "repeated": "argument `{name}` given twice",
+}
 
 
-def is_literal(expr: cst.BaseExpression) -> bool:
-    try:
-        literal(expr)
-    except NotLiteral:
-        return False
-    return True
+def bind_error(bound: Bound, note: str = "") -> str:
+    """Why ``bound`` cannot be rewritten ("" when every argument bound)."""
+    return bound.describe(BIND_WORDING, note=note)
 
 
-@dataclass
-class Bound:
-    """Arguments of one call, bound by the source signature."""
-
-    args: dict[str, cst.BaseExpression]
-    error: str | None = None
-
-    def get(self, name: str) -> cst.BaseExpression | None:
-        return self.args.get(name)
-
-
-def bind(
-    call: cst.Call,
-    positional: Sequence[str],
-    keywords: Sequence[str],
-    *,
-    positional_note: str = "",
-) -> Bound:
-    """Bind ``call``'s arguments to names by the SOURCE signature.
-
-    ``positional`` lists the slots porter binds positionally (a prefix of the signature that
-    is the same in every release); a positional argument past it is an error, as are
-    ``*args``/``**kwargs`` and unknown keywords.
-    """
-    out: dict[str, cst.BaseExpression] = {}
-    allowed = set(positional) | set(keywords)
-    for i, arg in enumerate(call.args):
-        if arg.star:
-            return Bound(out, f"`{arg.star}` unpacking hides which arguments are passed")
-        if arg.keyword is None:
-            if i >= len(positional):
-                return Bound(out, f"positional argument {i + 1} is past `{positional[-1]}`{positional_note}; "
-                             "pass it by keyword")
-            name = positional[i]
-        else:
-            name = arg.keyword.value
-            if name not in allowed:
-                return Bound(out, f"unknown keyword argument `{name}`")
-        if name in out:
-            return Bound(out, f"argument `{name}` given twice")
-        out[name] = arg.value
-    return Bound(out)
+def _is_option(expr: cst.BaseExpression) -> bool:
+    return option_literal(expr, UNKNOWN) is not UNKNOWN
 
 
 def is_simple(expr: cst.BaseExpression) -> bool:
@@ -108,11 +47,11 @@ def is_simple(expr: cst.BaseExpression) -> bool:
         for el in expr.slice:
             sl = el.slice
             if isinstance(sl, cst.Index):
-                if not (is_simple(sl.value) or is_literal(sl.value)):
+                if not (is_simple(sl.value) or _is_option(sl.value)):
                     return False
             elif isinstance(sl, cst.Slice):
                 for part in (sl.lower, sl.upper, sl.step):
-                    if part is not None and not (is_simple(part) or is_literal(part)):
+                    if part is not None and not (is_simple(part) or _is_option(part)):
                         return False
         return True
     return False

@@ -6,24 +6,23 @@ from __future__ import annotations
 
 import libcst as cst
 
+from porter.codemods._shared.calls import UNKNOWN, bind, option_literal
 from porter.codemods.attention.shared import AttentionBase, Plan, _Blocked
 from porter.codemods.attention.tables import _TENSOR_METHODS, _XF_BLOCK, _xf_short
-from porter.codemods.attention.util import NotLiteral, atom, bind, flat, is_simple, literal
+from porter.codemods.attention.util import atom, bind_error, flat, is_simple
 from porter.findings import Applicability, Edit
 
 
 class XformersMixin(AttentionBase):
     # -- xformers ------------------------------------------------------------------------------
     def _xformers(self, node: cst.Call, qual: str, short: str) -> None:
-        bound = bind(node, ("query", "key", "value", "attn_bias", "p", "scale"),
-                     ("query", "key", "value", "attn_bias", "p", "scale", "op", "output_dtype"),
-                     positional_note=" (`op` and `output_dtype` are keyword-only)")
+        bound = bind(node, ("query", "key", "value", "attn_bias", "p", "scale"), keywords=("op", "output_dtype"))
         plan = Plan()
         code = "PRT200"
         try:
-            if bound.error:
-                raise _Blocked(bound.error)
-            code = self._plan_xformers(node, bound.args, plan)
+            if bound.problems:
+                raise _Blocked(bind_error(bound, " (`op` and `output_dtype` are keyword-only)"))
+            code = self._plan_xformers(node, bound.values(), plan)
             self._check_torch(plan)
         except _Blocked as exc:
             msg = str(exc)
@@ -33,10 +32,10 @@ class XformersMixin(AttentionBase):
         self._emit(node, code, short, plan)
 
     def _xformers_unbind(self, node: cst.Call, qual: str) -> None:
-        bound = bind(node, ("x", "dim"), ("x", "dim"))
-        x, dim = bound.args.get("x"), bound.args.get("dim")
-        if bound.error or x is None or dim is None:
-            self.report(node, "PRT202", f"xformers unbind not rewritten: {bound.error or 'x or dim missing'}",
+        bound = bind(node, ("x", "dim"))
+        x, dim = bound.value("x"), bound.value("dim")
+        if bound.problems or x is None or dim is None:
+            self.report(node, "PRT202", f"xformers unbind not rewritten: {bind_error(bound) or 'x or dim missing'}",
                         fix=Applicability.NONE)
             return
         torch_ = self._torch()
@@ -50,11 +49,11 @@ class XformersMixin(AttentionBase):
         q, k, v = a.get("query"), a.get("key"), a.get("value")
         if q is None or k is None or v is None:
             raise _Blocked("query/key/value missing")
-        try:
-            if literal(a.get("output_dtype"), None) is not None:
-                raise _Blocked("output_dtype is set (SDPA returns the query dtype)")
-        except NotLiteral:
-            raise _Blocked("output_dtype is not literally None (SDPA returns the query dtype)") from None
+        output_dtype = option_literal(a.get("output_dtype"), None)
+        if output_dtype is UNKNOWN:
+            raise _Blocked("output_dtype is not literally None (SDPA returns the query dtype)")
+        if output_dtype is not None:
+            raise _Blocked("output_dtype is set (SDPA returns the query dtype)")
         for t in (q, k, v):
             plan.inputs.append(f"{atom(flat(self.code(t)), t)}.transpose(1, -2)")
         plan.notes.append("head axis moved with .transpose(1, -2): swaps M and H of 4-D [B, M, H, K], "
@@ -95,11 +94,7 @@ class XformersMixin(AttentionBase):
             plan.kwargs.append(("dropout_p", flat(self.code(a["p"]))))
         scale = a.get("scale")
         if scale is not None:
-            try:
-                is_none = literal(scale) is None
-            except NotLiteral:
-                is_none = False
-            if not is_none:
+            if option_literal(scale) is not None:
                 plan.kwargs.append(("scale", flat(self.code(scale))))
         plan.out_suffix = ".transpose(1, -2)"
         return "PRT200"
@@ -144,11 +139,8 @@ class XformersMixin(AttentionBase):
         """(kind, payload, edit removing a now-dead local bias assignment, the removed value)."""
         if bias is None:
             return "none", None, None, None
-        try:
-            if literal(bias) is None:
-                return "none", None, None, None
-        except NotLiteral:
-            pass
+        if option_literal(bias) is None:
+            return "none", None, None, None
         edit = None
         expr = bias
         if isinstance(bias, cst.Name):
@@ -194,10 +186,7 @@ class XformersMixin(AttentionBase):
             # `Mask() if cond else None` (or the reverse): one side must be None
             sides = []
             for side in (expr.body, expr.orelse):
-                try:
-                    sides.append(("none", None) if literal(side) is None else None)
-                except NotLiteral:
-                    sides.append(None)
+                sides.append(("none", None) if option_literal(side) is None else None)
             if sides[1] is not None and sides[0] is None:
                 kind, payload = self._bias_kind(expr.body)
                 return "cond", (expr.test, kind, payload, False)
@@ -228,9 +217,9 @@ class XformersMixin(AttentionBase):
                     w = _int_arg(args[0].value)
                     return "band", (w - 1, 0)
                 if cls == "LocalAttentionFromBottomRightMask" and len(args) == 2:
-                    bnd = bind(expr, ("window_left", "window_right"), ("window_left", "window_right"))
-                    wl = _int_arg(bnd.args.get("window_left"))
-                    wr = _int_arg(bnd.args.get("window_right"))
+                    bnd = bind(expr, ("window_left", "window_right"))
+                    wl = _int_arg(bnd.value("window_left"))
+                    wr = _int_arg(bnd.value("window_right"))
                     return "band", (wl, wr)
                 raise _Blocked(f"attn_bias {cls}({flat(self.code(expr))[len(self.code(expr.func)) + 1:-1]}) "
                                "has no exact SDPA mapping in porter")
@@ -290,10 +279,7 @@ class XformersMixin(AttentionBase):
 
 
 def _int_arg(expr: cst.BaseExpression | None) -> int:
-    try:
-        value = literal(expr)
-    except NotLiteral:
-        raise _Blocked("the local-attention window is not a literal int") from None
-    if not isinstance(value, int) or isinstance(value, bool):
+    value = option_literal(expr)
+    if not isinstance(value, int) or isinstance(value, bool):  # UNKNOWN, MISSING (no argument) included
         raise _Blocked("the local-attention window is not a literal int")
     return value

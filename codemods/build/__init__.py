@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from porter.config import Option
@@ -67,11 +66,8 @@ PYTHON_TOKENS = ("cpp_extension", "CUDAExtension", "nvcc", "extra_cuda_cflags")
 # String literals are LibCST's: each piece of an implicit concatenation on its own.
 _REPORTED_FLAGS = ((_EXACT | _WITH_ARG | set(_TRANSLATE)) - {"-t", "-code", "-keep", "-G", "-dc"})
 # a string whose value holds none of these as a substring has no literal piece the visitor reports
-_NEEDLES = re.compile("|".join(map(re.escape, sorted(_REPORTED_FLAGS | set(_PREFIXES) | {"TORCH_CUDA_ARCH_LIST"}))))
-
-
-def _needle(value: str) -> bool:
-    return _NEEDLES.search(value) is not None
+# (compiled in ``gate.py``, which loads only for a file the family's tokens admit)
+NEEDLES = tuple(sorted(_REPORTED_FLAGS | set(_PREFIXES) | {"TORCH_CUDA_ARCH_LIST"}))
 
 
 def _reported_literal(value: str) -> bool:
@@ -82,14 +78,33 @@ def _reported_literal(value: str) -> bool:
     return value in _TRANSLATE and value not in ("-G", "-dc")
 
 
-def python_gate(ctx: PyContext) -> bool:
-    """Can BuildVisitor report on this file? (exact: see the derivation above)"""
-    import ast
+GATE_FACTS = "build.gate"  # ctx.cache key of the ast visitor that gathers the gate's facts (``gate.py``)
 
-    from porter.codemods._py_gates import imports_module, literal_values
+
+def python_gate(ctx: PyContext) -> bool:
+    """Can BuildVisitor report on this file? (exact: see the derivation above)
+
+    The keyword, dict-key and literal facts come from ``gate.BuildGateFacts``, which runs in the
+    shared ast walk; without a complete walk's facts the tree is scanned here (``scan``), with the
+    same answer.
+    """
+    from porter.codemods._py_gates import imports_module
 
     if "CUDA_HOME" in ctx.text and imports_module(ctx, lambda m: m.split(".")[0] == "torch"):
         return True
+    facts = ctx.cache.get(GATE_FACTS)
+    if facts is None or facts.failed:
+        return scan(ctx)
+    return bool(facts.hit)
+
+
+def scan(ctx: PyContext) -> bool:
+    """The keyword, dict-key and literal part of the gate, over the whole tree on its own."""
+    import ast
+
+    from porter.codemods._py_gates import literal_values
+    from porter.codemods.build.gate import _needle
+
     for node in ast.walk(ctx.tree):
         if isinstance(node, ast.keyword):
             if node.arg in ("nvcc", "extra_cuda_cflags"):
@@ -183,6 +198,7 @@ FAMILY = Family(
             "--gpus", "NVIDIA_", "download.pytorch.org", "+cu"),
     python_tokens=PYTHON_TOKENS,
     python="porter.codemods.build.visitor:BuildVisitor",
+    python_ast="porter.codemods.build.gate:BuildGateFacts",  # reports nothing: the gate's facts
     python_gate="porter.codemods.build:python_gate",
     checkers={"shell": "porter.codemods.build.visitor:check_shell", "yaml": "porter.codemods.build.visitor:check_yaml", "dockerfile": "porter.codemods.build.visitor:check_dockerfile"},
     description="Gates nvcc-only flags of CUDAExtension builds on `torch.version.hip`, points pip commands in "

@@ -9,14 +9,6 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from porter.codemods._deps_catalog import (
-    CUDA_TORCH_INDEX,
-    DEFAULT_ROCM_VERSION,
-    EXACT_TORCH,
-    ROCM_VERSION_RE,
-    rocm_index,
-    rocm_index_problem,
-)
 from porter.codemods.build import (
     _TRANSLATE,
     _WITH_ARG,
@@ -27,6 +19,14 @@ from porter.codemods.build import (
     SAFE,
     UNSAFE,
     nvcc_only,
+)
+from porter.codemods.dependencies.catalog import (
+    CUDA_TORCH_INDEX,
+    DEFAULT_ROCM_VERSION,
+    EXACT_TORCH,
+    ROCM_VERSION_RE,
+    rocm_index,
+    rocm_index_problem,
 )
 from porter.findings import Finding
 from porter.framework import FileContext, PyContext, PyVisitor

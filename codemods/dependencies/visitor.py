@@ -14,7 +14,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from porter.codemods._deps_catalog import (
+from porter.codemods.dependencies import NAME, NONE, SAFE, UNSAFE
+from porter.codemods.dependencies.catalog import (
     CUDA_LOCAL,
     CUDA_TORCH_INDEX,
     CUPY,
@@ -31,7 +32,6 @@ from porter.codemods._deps_catalog import (
     rocm_index,
     rocm_index_problem,
 )
-from porter.codemods.dependencies import NAME, NONE, SAFE, UNSAFE
 from porter.findings import Applicability, Edit, Finding
 from porter.framework import FileContext, PyContext, PyVisitor
 from porter.manifests import requirement_lines, toml_strings

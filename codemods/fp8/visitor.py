@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from porter.codemods._quant_common import (
+from porter.codemods._shared.calls import (
     UNKNOWN,
     Bound,
     bind,
@@ -17,7 +17,7 @@ from porter.codemods._quant_common import (
     render_call,
     src,
 )
-from porter.codemods._quant_stmt import StatementTracker
+from porter.codemods._shared.statements import StatementTracker
 from porter.codemods.fp8 import (
     _CKPT,
     AUTOCASTS,

@@ -18,8 +18,8 @@ from porter.framework import PyContext
 from porter.pyast import AstVisitor
 from porter.pyast_imports import ast_dotted
 
-from .. import _hf_attention as hf
 from . import _BY_MODULE, _ROOTS, ALIASES, NAME, Package, module_of, package_of, package_of_dist
+from . import hf_attention as hf
 
 _FA2_VALUES = {"flash_attention_2"}
 
@@ -125,6 +125,9 @@ class PackagesVisitor(AstVisitor):
         self._used: set[str] | None = None
         self._pkg_root: dict[str, bool] = {}  # name -> resolves into a CUDA-only package's root module
         self._top: list[ast.stmt] = ctx.tree.body
+        # visit_Name does nothing for a name outside a CUDA-only package; only a bound or rebound
+        # name resolves at all
+        self.name_ids = frozenset(n for n in (*self.imports.bindings, *self.imports.rebinds) if self._in_package(n))
 
     # -- text helpers -----------------------------------------------------------------------
 

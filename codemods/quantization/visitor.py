@@ -9,20 +9,19 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from porter.codemods._class_strings import is_dotted_path, prefix_of, yaml_paths
-from porter.codemods._quant_common import (
+from porter.codemods._shared.calls import (
     UNKNOWN,
     Bound,
     bind,
     comments_of,
     is_literal,
     literal,
-    low_precision_hint,
     reference,
     render_call,
     src,
 )
-from porter.codemods._quant_stmt import StatementTracker
+from porter.codemods._shared.class_strings import is_dotted_path, prefix_of, yaml_paths
+from porter.codemods._shared.statements import StatementTracker
 from porter.codemods.quantization import (
     ADAM_8,
     ADAM_32,
@@ -59,6 +58,13 @@ def _strategy(ctx: PyContext) -> str:
 # `from .nn import modules`, so `bnb.adam.Adam8bit` and `bnb.modules.Linear8bitLt` are the same classes.
 BNB_MODULE_ALIASES = {"bitsandbytes.adam": "bitsandbytes.optim.adam",
                       "bitsandbytes.modules": "bitsandbytes.nn.modules"}
+
+
+def low_precision_hint(text: str) -> str | None:
+    """A sign in the file's text that parameters may be fp16/bf16 (None when there is none)."""
+    m = re.search(r"\.half\(\)|\.bfloat16\(\)|torch\.(?:bfloat16|float16|half)\b|[\"'](?:bf16|fp16|bfloat16|float16)[\"']",
+                  text)
+    return m.group(0) if m else None
 
 
 def bnb_canonical(qual: str) -> str:
@@ -168,7 +174,7 @@ class QuantizationVisitor(PyVisitor, StatementTracker):
 
     def _kwargs_switch(self, node: cst.Assign, target: cst.Subscript) -> None:
         """`kwargs["load_in_8bit"] = True` ... `from_pretrained(..., **kwargs)`."""
-        from porter.codemods._quant_kwargs import _key, dict_uses
+        from porter.codemods.quantization.kwargs import _key, dict_uses
 
         key = _key(target)
         if key not in ("load_in_8bit", "load_in_4bit") or is_literal(node.value, False, None):

@@ -154,6 +154,10 @@ class Reach:
         """(name, text) of the build, CI, Python and documentation files under the root."""
         if self._others is not None:
             return self._others
+        from porter import express
+
+        # files discovery never lists (build scripts, docs, ignored folders): no record can sign them
+        express.unsigned_read("the warp_size pass read the tree's build and documentation files")
         out: list[tuple[str, str]] = []
         seen = 0
         root = str(self.root)

@@ -1,17 +1,17 @@
 """Statement context for calls: which calls are the whole right-hand side of an assignment, and
-which are items of a ``with`` statement. Both families need it to add statements after a module
-swap (explicit initialisation) or to drop a context manager.
+which are items of a ``with`` statement. The quantization and fp8 families need it to add statements
+after a module swap (explicit initialisation) or to drop a context manager.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from porter.codemods._quant_common import line_indent
 from porter.findings import Edit
 
 if TYPE_CHECKING:
@@ -28,6 +28,14 @@ class AssignSite:
 class WithSite:
     statement: cst.With
     item: cst.WithItem
+
+
+_INDENT = re.compile(r"[ \t]*")
+
+
+def line_indent(ctx: PyContext, line: int) -> str:
+    m = _INDENT.match(ctx.line_text(line))
+    return m.group(0) if m else ""
 
 
 def _simple_target(node: cst.BaseExpression) -> bool:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from ._quant_common import literal
+from porter.codemods._shared.calls import literal
 
 _LOADERS = {"from_pretrained", "from_config", "_from_config"}
 # from_pretrained kwargs transformers 4.x folded into BitsAndBytesConfig beside load_in_8bit/load_in_4bit

@@ -48,7 +48,9 @@ class Binding:
     local: str  # the name bound in the module ("F", "flash_attn", "fa")
     target: str  # what it refers to ("torch.nn.functional", "flash_attn.flash_attn_func")
     statement: cst.Import | cst.ImportFrom | ast.Import | ast.ImportFrom
-    gated: bool  # inside `try: ... except ImportError` or `if is_x_available():`
+    # not bound on every run: inside `try: ... except ImportError`, `if is_x_available():` (or an
+    # `elif` of one), or `if TYPE_CHECKING:` (a binding for type checkers only, never at run time)
+    gated: bool
     toplevel: bool  # at module level (not inside a def/class)
     module: str  # the imported module ("flash_attn" for both import forms)
     gate: Gate | None = None  # the innermost availability gate around it
@@ -82,8 +84,23 @@ class Fallback:
             return f"the definition of {self.name} before its availability gate, which the gate only overrides"
         what = {"class": f"class {self.name}", "function": f"def {self.name}",
                 "import": f"an import of {self.name}", "assignment": f"`{self.name} = ...`"}[self.kind]
-        where = "the except handler" if type(self.gate).__name__ in _TRY_GATES else "the else branch"
+        if type(self.gate).__name__ in _TRY_GATES:
+            where = "the except handler"
+        elif _has_elif(self.gate):
+            where = "the elif/else branches"
+        else:
+            where = "the else branch"
         return f"{what} in {where} of its availability gate"
+
+
+def _has_elif(gate: Gate) -> bool:
+    """Whether an ``if`` gate continues with ``elif`` (LibCST: its ``orelse`` is an ``If``; ast: the
+    ``orelse`` is one ``If`` at the gate's own column, not one nested under ``else:``)."""
+    orelse = getattr(gate, "orelse", None)
+    if isinstance(orelse, list):
+        return len(orelse) == 1 and type(orelse[0]).__name__ == "If" \
+            and orelse[0].col_offset == getattr(gate, "col_offset", -1)
+    return type(orelse).__name__ == "If"
 
 
 class BaseImportIndex:
@@ -103,7 +120,8 @@ class BaseImportIndex:
         self.gates: list[Gate] = []
         # availability flags: `HAS_X = True` in a gate's try body, `HAS_X = find_spec("x") is not None`
         self.flags: dict[str, Node] = {}
-        self._defs: dict[str, list[Gate | None]] = {}  # other top-level bindings -> fallback gate
+        # other top-level bindings -> the gates whose no-package path binds them (empty: none)
+        self._defs: dict[str, list[tuple[Gate, ...]]] = {}
         # the first plain module-level binding of a name (outside any gate): (kind, statement)
         self._earlier: dict[str, tuple[str, Node]] = {}
         self._rebind_earlier: dict[str, tuple[str, Node] | None] = {}
@@ -112,13 +130,13 @@ class BaseImportIndex:
         for name, rb in list(self.rebinds.items()):
             others = self._defs.get(name, ())
             earlier = self._rebind_earlier.get(name)
-            if rb.gate is not None and earlier is not None and len(others) == 1 and others[0] is None:
+            if rb.gate is not None and earlier is not None and len(others) == 1 and not others[0]:
                 # `class RMSNorm: ...` then `try: from apex... import FusedRMSNorm; RMSNorm = FusedRMSNorm`
                 # `except ImportError: pass`: the earlier definition is what runs without the package
                 # (`flash_attn_func = None` before the gate is only a placeholder)
-                self._fallback(name, rb.gate, earlier[1], "earlier", earlier[0] != "sentinel")
+                self._fallback(name, (rb.gate,), earlier[1], "earlier", earlier[0] != "sentinel")
                 continue
-            if any(g is not rb.gate or g is None for g in others):
+            if any(not any(g is rb.gate for g in gates) for gates in others):
                 del self.rebinds[name]  # bound twice outside its gate's fallback: not provably this
 
     def _rebind(self, name: str, value: Any, statement: Any, gate: Gate | None) -> None:
@@ -132,11 +150,27 @@ class BaseImportIndex:
             self._rebind_earlier[name] = self._earlier.get(name)
             self._defs[name].pop()  # the rebind itself is not a competing binding
 
-    def _fallback(self, name: str, gate: Gate, stmt: Node, kind: str, real: bool) -> None:
-        key = (id(gate), name)
-        old = self.fallbacks.get(key)
-        if old is None or (real and not old.real):
-            self.fallbacks[key] = Fallback(name, gate, stmt, kind, real)
+    def _fallback(self, name: str, gates: tuple[Gate, ...], stmt: Node, kind: str, real: bool) -> None:
+        """Record a binding on the no-package path of every gate in ``gates``: a branch nested in
+        the fallback of an outer gate (an ``elif``, an inner gate's handler) runs without both."""
+        for gate in gates:
+            key = (id(gate), name)
+            old = self.fallbacks.get(key)
+            if old is None or (real and not old.real):
+                self.fallbacks[key] = Fallback(name, gate, stmt, kind, real)
+
+    def _fallback_module(self, name: str, gates: tuple[Gate, ...], stmt: Node, module: str) -> None:
+        """An import of ``name`` from ``module`` on the no-package path of every gate in ``gates``."""
+        for gate in gates:
+            key = (id(gate), name)
+            old = self.fallbacks.get(key)
+            if old is None or not old.real:
+                self.fallbacks[key] = Fallback(name, gate, stmt, "import", True, module)
+
+    def _typing_only(self, test: Any) -> bool:
+        """``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``): its body never runs, so what it
+        imports is no run-time binding."""
+        return (self._dotted(test) or "").split(".")[-1] == "TYPE_CHECKING"
 
     def _bind(self, binding: Binding) -> None:
         self.bindings.setdefault(binding.local, []).append(binding)

@@ -104,18 +104,20 @@ class ImportIndex(BaseImportIndex):
         self._finish()
 
     # -- construction -------------------------------------------------------------------
-    def _walk(self, body: object, *, gated: bool, toplevel: bool, gate: cst.Try | cst.If | None = None,
-              fallback_of: cst.Try | cst.If | None = None, module_level: bool = True) -> None:
+    def _walk(self, body: object, *, gated: bool, toplevel: bool, gate: Gate | None = None,
+              fallback_of: tuple[Gate, ...] = (), module_level: bool = True) -> None:
+        """Record ``body``'s bindings. ``gate``: the innermost availability gate whose package path
+        this is; ``fallback_of``: every gate whose no-package path this is (innermost first)."""
         for stmt in _iter_statements(body):
             if isinstance(stmt, cst.SimpleStatementLine):
                 for small in stmt.body:
                     if isinstance(small, (cst.Import, cst.ImportFrom)):
                         self._add(small, gated=gated, toplevel=toplevel, gate=gate)
-                        if fallback_of is not None:
+                        if fallback_of:
                             self._fallback_import(small, fallback_of)
                     elif isinstance(small, (cst.Assign, cst.AnnAssign)) and module_level:
                         self._assignment(stmt, small, gate, fallback_of)
-                    elif isinstance(small, cst.Assign) and fallback_of is not None:
+                    elif isinstance(small, cst.Assign) and fallback_of:
                         # a gate inside a function: `except ImportError: attn = naive_attention`
                         for t in small.targets:
                             if isinstance(t.target, cst.Name):
@@ -129,7 +131,7 @@ class ImportIndex(BaseImportIndex):
                 self._walk(stmt.body, gated=gated or catches, toplevel=toplevel, gate=inner,
                            fallback_of=fallback_of, module_level=module_level)
                 for handler in stmt.handlers:
-                    fb = stmt if catches and _handler_catches_import_error(handler) else fallback_of
+                    fb = (stmt, *fallback_of) if catches and _handler_catches_import_error(handler) else fallback_of
                     self._walk(handler.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fb,
                                module_level=module_level)
                 if stmt.orelse is not None:
@@ -141,28 +143,16 @@ class ImportIndex(BaseImportIndex):
             elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
                 if module_level:
                     self._defs.setdefault(stmt.name.value, []).append(fallback_of)
-                    if gate is None and fallback_of is None:
+                    if gate is None and not fallback_of:
                         self._earlier.setdefault(stmt.name.value, ("def", stmt))
-                if fallback_of is not None:
+                if fallback_of:
                     kind = "class" if isinstance(stmt, cst.ClassDef) else "function"
                     self._fallback(stmt.name.value, fallback_of, stmt, kind, True)
-                self._walk(stmt.body, gated=gated, toplevel=False, gate=gate, fallback_of=None,
+                self._walk(stmt.body, gated=gated, toplevel=False, gate=gate, fallback_of=(),
                            module_level=False)
             elif isinstance(stmt, cst.If):
-                probe = self._probe(stmt.test)
-                if probe:
-                    self.gates.append(stmt)
-                self._walk(stmt.body, gated=gated or probe, toplevel=toplevel, gate=stmt if probe else gate,
-                           fallback_of=fallback_of, module_level=module_level)
-                orelse = stmt.orelse
-                if probe and orelse is not None:
-                    self._walk(orelse if isinstance(orelse, cst.If) else orelse.body, gated=gated,
-                               toplevel=toplevel, gate=gate, fallback_of=stmt, module_level=module_level)
-                    continue
-                while orelse is not None:
-                    self._walk(orelse.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
-                               module_level=module_level)
-                    orelse = orelse.orelse if isinstance(orelse, cst.If) else None
+                self._if(stmt, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
+                         module_level=module_level)
             elif isinstance(stmt, (cst.With, cst.For, cst.While)):
                 self._walk(stmt.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                            module_level=module_level)
@@ -170,6 +160,31 @@ class ImportIndex(BaseImportIndex):
                 if orelse is not None:
                     self._walk(orelse.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                                module_level=module_level)
+            elif isinstance(stmt, cst.Match):
+                for case in stmt.cases:  # any case may run: each is walked like an `if` branch
+                    self._walk(case.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
+                               module_level=module_level)
+
+    def _if(self, stmt: cst.If, *, gated: bool, toplevel: bool, gate: Gate | None, fallback_of: tuple[Gate, ...],
+            module_level: bool) -> None:
+        """An ``if`` and its ``elif`` chain, each ``elif`` walked as the ``if`` it is inside the
+        ``else`` branch before it: its test may be a probe (a gate of its own), and it and every
+        branch after it run when a probe before it failed (a fallback of that probe's gate)."""
+        while True:
+            typing_only = self._typing_only(stmt.test)
+            probe = not typing_only and self._probe(stmt.test)
+            if probe:
+                self.gates.append(stmt)
+            self._walk(stmt.body, gated=gated or probe or typing_only, toplevel=toplevel,
+                       gate=stmt if probe else gate, fallback_of=fallback_of, module_level=module_level)
+            if probe:
+                fallback_of = (stmt, *fallback_of)
+            if not isinstance(stmt.orelse, cst.If):
+                break
+            stmt = stmt.orelse
+        if stmt.orelse is not None:
+            self._walk(stmt.orelse.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
+                       module_level=module_level)
 
     def _probe(self, test: cst.BaseExpression) -> bool:
         if isinstance(test, cst.Name):
@@ -177,7 +192,7 @@ class ImportIndex(BaseImportIndex):
         return _probe_call(test)
 
 
-    def _fallback_import(self, node: cst.Import | cst.ImportFrom, gate: cst.Try | cst.If) -> None:
+    def _fallback_import(self, node: cst.Import | cst.ImportFrom, gates: tuple[Gate, ...]) -> None:
         if isinstance(node.names, cst.ImportStar):
             return
         for alias in node.names:
@@ -188,13 +203,10 @@ class ImportIndex(BaseImportIndex):
                     else dotted(alias.name) or ""
             module = dotted(alias.name) if isinstance(node, cst.Import) else (
                 "." * len(node.relative) + (dotted(node.module) or "") if node.module is not None else ".")
-            key = (id(gate), local)
-            old = self.fallbacks.get(key)
-            if old is None or not old.real:
-                self.fallbacks[key] = Fallback(local, gate, node, "import", True, module or "")
+            self._fallback_module(local, gates, node, module or "")
 
     def _assignment(self, line: cst.SimpleStatementLine, node: cst.Assign | cst.AnnAssign,
-                    gate: cst.Try | cst.If | None, fallback_of: cst.Try | cst.If | None) -> None:
+                    gate: Gate | None, fallback_of: tuple[Gate, ...]) -> None:
         targets = [node.target] if isinstance(node, cst.AnnAssign) else [t.target for t in node.targets]
         value = node.value
         # (name, the value it gets when that is known element-wise)
@@ -212,9 +224,9 @@ class ImportIndex(BaseImportIndex):
                         pairs.append((el.value.value, v if len(targets) == 1 else None))
         for name, v in pairs:
             self._defs.setdefault(name, []).append(fallback_of)
-            if gate is None and fallback_of is None and value is not None:
+            if gate is None and not fallback_of and value is not None:
                 self._earlier.setdefault(name, ("assignment" if v is None or not _is_sentinel(v) else "sentinel", node))
-            if fallback_of is not None:
+            if fallback_of:
                 real = value is not None and not (v is not None and _is_sentinel(v))
                 self._fallback(name, fallback_of, node, "assignment", real)
             elif gate is not None and name in self._earlier and not (v is not None and isinstance(
@@ -222,18 +234,18 @@ class ImportIndex(BaseImportIndex):
                 # `LlamaRMSNorm = partial(FusedRMSNorm, eps=1e-6)` in the gate overrides an earlier
                 # definition: that definition is what runs without the package
                 kind, stmt = self._earlier[name]
-                self._fallback(name, gate, stmt, "earlier", kind != "sentinel")
+                self._fallback(name, (gate,), stmt, "earlier", kind != "sentinel")
             if v is None:
                 continue
-            if isinstance(gate, cst.Try) and fallback_of is None and isinstance(v, cst.Name) and v.value == "True":
+            if isinstance(gate, cst.Try) and not fallback_of and isinstance(v, cst.Name) and v.value == "True":
                 self.flags[name] = gate
             elif _probe_call(v):  # `HAS_FLASH = importlib.util.find_spec("flash_attn") is not None`
                 self.flags[name] = node
-            if fallback_of is None and isinstance(v, (cst.Name, cst.Attribute)):
+            if not fallback_of and isinstance(v, (cst.Name, cst.Attribute)):
                 self._rebind(name, v, line, gate)
 
     def _add(self, node: cst.Import | cst.ImportFrom, *, gated: bool, toplevel: bool,
-             gate: cst.Try | cst.If | None = None) -> None:
+             gate: Gate | None = None) -> None:
         if isinstance(node, cst.Import):
             for alias in node.names:
                 name = dotted(alias.name) or ""

@@ -72,9 +72,13 @@ class Fallback:
     """Another binding of a gated name on the path that runs when the package is missing."""
 
     name: str
-    gate: Gate = field(repr=False, compare=False)
+    # None only for an "other-*" binding of an import outside any gate
+    gate: Gate | None = field(repr=False, compare=False)
     statement: Node = field(repr=False, compare=False)  # the binding statement (class, def, ...)
-    kind: str  # "class", "function", "assignment", "import", "earlier" (bound before the gate)
+    # "class", "function", "assignment", "import", "earlier" (bound before the gate), or "other-<kind>":
+    # a module-level binding of the imported name on another path than the import (another branch of
+    # a plain `if`/`match`, a later redefinition), so a use need not be the imported object
+    kind: str
     real: bool  # False for a sentinel (`name = None`, a literal) or a re-import from the same
     # package (another release's name): not an implementation that runs without the package
     module: str = ""  # for "import": the module the fallback imports from
@@ -82,8 +86,11 @@ class Fallback:
     def describe(self) -> str:
         if self.kind == "earlier":
             return f"the definition of {self.name} before its availability gate, which the gate only overrides"
+        base = self.kind.removeprefix("other-")
         what = {"class": f"class {self.name}", "function": f"def {self.name}",
-                "import": f"an import of {self.name}", "assignment": f"`{self.name} = ...`"}[self.kind]
+                "import": f"an import of {self.name}", "assignment": f"`{self.name} = ...`"}[base]
+        if base != self.kind:
+            return f"{what} elsewhere at module level (another branch, or a redefinition after the import)"
         if type(self.gate).__name__ in _TRY_GATES:
             where = "the except handler"
         elif _has_elif(self.gate):
@@ -101,6 +108,19 @@ def _has_elif(gate: Gate) -> bool:
         return len(orelse) == 1 and type(orelse[0]).__name__ == "If" \
             and orelse[0].col_offset == getattr(gate, "col_offset", -1)
     return type(orelse).__name__ == "If"
+
+
+@dataclass(frozen=True)
+class _Bound:
+    """A module-level binding of a name, for the competing-binding check."""
+
+    seq: int  # walk order
+    paths: tuple[Any, ...]  # the gates whose no-package path holds it
+    kind: str  # "import", "class", "function", "assignment"
+    statement: Any
+    real: bool  # False for a sentinel (`name = None`, a literal)
+    target: str  # what an import names ("" otherwise; rebindings are looked up by statement)
+    conditional: bool  # inside a gate or a branch that may not run
 
 
 class BaseImportIndex:
@@ -125,6 +145,13 @@ class BaseImportIndex:
         # the first plain module-level binding of a name (outside any gate): (kind, statement)
         self._earlier: dict[str, tuple[str, Node]] = {}
         self._rebind_earlier: dict[str, tuple[str, Node] | None] = {}
+        # every module-level binding of a name, in walk order (imports, defs, classes, assignments)
+        self._bound: dict[str, list[_Bound]] = {}
+        self._rebind_targets: dict[int, str] = {}  # id(rebinding statement) -> the target it names
+        self._seq = 0
+        self._conditional = 0  # > 0 inside a branch that may not run (plain `if`/`match` arm, loop, handler)
+        # imported names with a competing module-level binding outside their gate's fallback
+        self.alternatives: dict[str, Fallback] = {}
 
     def _finish(self) -> None:
         for name, rb in list(self.rebinds.items()):
@@ -138,6 +165,46 @@ class BaseImportIndex:
                 continue
             if any(not any(g is rb.gate for g in gates) for gates in others):
                 del self.rebinds[name]  # bound twice outside its gate's fallback: not provably this
+        for name, found in self.bindings.items():
+            alternative = self._competitor(name, found[0])
+            if alternative is not None:
+                self.alternatives[name] = alternative
+
+    def _competitor(self, name: str, binding: Binding) -> Fallback | None:
+        """A real module-level binding of an imported name that a use may see instead of the import:
+        a later one (it overrides the import on its path), or, when the import itself is conditional,
+        an earlier one (it survives where the import's branch does not run). A binding on the import's
+        own no-package path is its gate's fallback (recorded there); a rebinding to the same object
+        (`attn = flash_attn_func`, the same import again) is no competitor."""
+        if name == "*" or not binding.toplevel:
+            return None
+        if binding.gate is not None:
+            fb = self.fallback_in(binding.gate, name)
+            if fb is not None and fb.real:
+                return None  # the gate's own fallback already says so
+        records = self._bound.get(name, ())
+        mine = next((r for r in records if r.kind == "import" and r.statement is binding.statement), None)
+        if mine is None:
+            return None
+        for other in records:
+            if other is mine or not other.real:
+                continue
+            target = other.target or self._rebind_targets.get(id(other.statement), "")
+            if target and canonical(target) == canonical(binding.target):
+                continue
+            if binding.gate is not None and any(g is binding.gate for g in other.paths):
+                continue
+            if other.seq < mine.seq and not mine.conditional:
+                continue  # the import overrides it on every path
+            return Fallback(name, binding.gate, other.statement, f"other-{other.kind}", True, other.target)
+        return None
+
+    def _note(self, name: str, paths: tuple[Gate, ...], kind: str, statement: Node, real: bool,
+              target: str = "", gated: bool = False) -> None:
+        """Record a module-level binding of ``name`` for ``_competitor``."""
+        self._seq += 1
+        self._bound.setdefault(name, []).append(
+            _Bound(self._seq, paths, kind, statement, real, target, gated or self._conditional > 0))
 
     def _rebind(self, name: str, value: Any, statement: Any, gate: Gate | None) -> None:
         """``name = <a chain rooted at an imported name>`` at module level resolves like the import."""
@@ -147,6 +214,7 @@ class BaseImportIndex:
         if target is not None and text is not None:
             via = self.rebinds[head].via if head in self.rebinds and head not in self.bindings else head
             self.rebinds[name] = Rebind(name, target, via, statement, gate)
+            self._rebind_targets[id(statement)] = target
             self._rebind_earlier[name] = self._earlier.get(name)
             self._defs[name].pop()  # the rebind itself is not a competing binding
 
@@ -156,7 +224,8 @@ class BaseImportIndex:
         for gate in gates:
             key = (id(gate), name)
             old = self.fallbacks.get(key)
-            if old is None or (real and not old.real):
+            # a binding on the no-package path shadows the definition before the gate
+            if old is None or (real and not old.real) or (old.kind == "earlier" and kind != "earlier"):
                 self.fallbacks[key] = Fallback(name, gate, stmt, kind, real)
 
     def _fallback_module(self, name: str, gates: tuple[Gate, ...], stmt: Node, module: str) -> None:
@@ -164,7 +233,7 @@ class BaseImportIndex:
         for gate in gates:
             key = (id(gate), name)
             old = self.fallbacks.get(key)
-            if old is None or not old.real:
+            if old is None or not old.real or old.kind == "earlier":
                 self.fallbacks[key] = Fallback(name, gate, stmt, "import", True, module)
 
     def _typing_only(self, test: Any) -> bool:
@@ -172,9 +241,18 @@ class BaseImportIndex:
         imports is no run-time binding."""
         return (self._dotted(test) or "").split(".")[-1] == "TYPE_CHECKING"
 
-    def _bind(self, binding: Binding) -> None:
+    def _bind(self, binding: Binding, paths: tuple[Gate, ...] = ()) -> None:
+        """Record an import binding; ``paths``: the gates whose no-package path it is on."""
         self.bindings.setdefault(binding.local, []).append(binding)
         self.statements.append(binding)
+        if not binding.toplevel or binding.local == "*":
+            return
+        self._note(binding.local, paths, "import", binding.statement, True, binding.target, binding.gated)
+        earlier = self._earlier.get(binding.local)
+        if binding.gate is not None and earlier is not None:
+            # `def flash_attn_func(...)` then `try: from flash_attn import flash_attn_func` / `except
+            # ImportError: pass`: the earlier definition is what runs without the package
+            self._fallback(binding.local, (binding.gate,), earlier[1], "earlier", earlier[0] != "sentinel")
 
     # -- queries ------------------------------------------------------------------------
     def resolve_name(self, name: str) -> str | None:
@@ -203,11 +281,16 @@ class BaseImportIndex:
         return rebind.gate if rebind is not None else None
 
     def fallback(self, name: str) -> Fallback | None:
-        """The binding of ``name`` on its gate's no-package path (handler or else branch), if any."""
+        """The binding of ``name`` on its gate's no-package path (handler or else branch), if any;
+        else, for an imported name, a real module-level binding on another path than the import
+        (``if USE_FLASH: from flash_attn import f`` / ``else: def f(...)``), if any."""
         gate = self.gate_of(name)
-        if gate is None:
-            return None
-        return self.fallback_in(gate, name)
+        fb = self.fallback_in(gate, name) if gate is not None else None
+        if fb is None or not fb.real:
+            alternative = self.alternatives.get(name) if name in self.bindings else None
+            if alternative is not None:
+                return alternative
+        return fb
 
     def fallback_in(self, gate: Gate, name: str) -> Fallback | None:
         """The no-package binding of ``name`` in ``gate``; a re-import from the same package counts

@@ -25,6 +25,7 @@ __all__ = ["AstImportIndex", "ast_dotted"]
 _TRY = (ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _LOOPS = (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)
+_WITH = (ast.With, ast.AsyncWith)
 _MATCH = (ast.Match,) if hasattr(ast, "Match") else ()
 _PROBES = {"find_spec", "find_loader", "module_available", "package_available"}
 
@@ -111,7 +112,7 @@ class AstImportIndex(BaseImportIndex):
         this is; ``fallback_of``: every gate whose no-package path this is (innermost first)."""
         for stmt in body:
             if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                self._add(stmt, gated=gated, toplevel=toplevel, gate=gate)
+                self._add(stmt, gated=gated, toplevel=toplevel, gate=gate, paths=fallback_of)
                 if fallback_of:
                     self._fallback_import(stmt, fallback_of)
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and module_level:
@@ -129,12 +130,14 @@ class AstImportIndex(BaseImportIndex):
                     self.gates.append(stmt)
                 self._walk(stmt.body, gated=gated or catches, toplevel=toplevel, gate=inner,
                            fallback_of=fallback_of, module_level=module_level)
+                self._conditional += 1  # a handler or the else block may not run
                 for handler in stmt.handlers:
                     fb = (stmt, *fallback_of) if catches and _handler_catches_import_error(handler) else fallback_of
                     self._walk(handler.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fb,
                                module_level=module_level)
                 self._walk(stmt.orelse, gated=gated or catches, toplevel=toplevel, gate=inner,
                            fallback_of=fallback_of, module_level=module_level)
+                self._conditional -= 1
                 self._walk(stmt.finalbody, gated=gated, toplevel=toplevel, gate=gate,
                            fallback_of=fallback_of, module_level=module_level)
             elif isinstance(stmt, _FUNCS):
@@ -142,6 +145,8 @@ class AstImportIndex(BaseImportIndex):
                     self._defs.setdefault(stmt.name, []).append(fallback_of)
                     if gate is None and not fallback_of:
                         self._earlier.setdefault(stmt.name, ("def", stmt))
+                    self._note(stmt.name, fallback_of, "class" if isinstance(stmt, ast.ClassDef) else "function",
+                               stmt, True)
                 if fallback_of:
                     kind = "class" if isinstance(stmt, ast.ClassDef) else "function"
                     self._fallback(stmt.name, fallback_of, stmt, kind, True)
@@ -151,22 +156,28 @@ class AstImportIndex(BaseImportIndex):
                 self._if(stmt, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                          module_level=module_level)
             elif isinstance(stmt, _LOOPS):
+                loop = not isinstance(stmt, _WITH)  # a loop's body and else block may not run
+                self._conditional += loop
                 self._walk(stmt.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                            module_level=module_level)
                 orelse = getattr(stmt, "orelse", None)
                 if orelse:
                     self._walk(orelse, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                                module_level=module_level)
+                self._conditional -= loop
             elif isinstance(stmt, _MATCH):
+                self._conditional += 1
                 for case in stmt.cases:  # any case may run: each is walked like an `if` branch
                     self._walk(case.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                                module_level=module_level)
+                self._conditional -= 1
 
     def _if(self, stmt: ast.If, *, gated: bool, toplevel: bool, gate: Gate | None, fallback_of: tuple[Gate, ...],
             module_level: bool) -> None:
         """An ``if`` and its ``elif`` chain, each ``elif`` walked as the ``if`` it is inside the
         ``else`` branch before it: its test may be a probe (a gate of its own), and it and every
         branch after it run when a probe before it failed (a fallback of that probe's gate)."""
+        self._conditional += 1  # every branch may not run
         while True:
             typing_only = self._typing_only(stmt.test)
             probe = not typing_only and self._probe(stmt.test)
@@ -182,6 +193,7 @@ class AstImportIndex(BaseImportIndex):
         if stmt.orelse:
             self._walk(stmt.orelse, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                        module_level=module_level)
+        self._conditional -= 1
 
     def _probe(self, test: ast.expr) -> bool:
         if isinstance(test, ast.Name):
@@ -224,8 +236,10 @@ class AstImportIndex(BaseImportIndex):
             self._defs.setdefault(name, []).append(fallback_of)
             if gate is None and not fallback_of and value is not None:
                 self._earlier.setdefault(name, ("assignment" if v is None or not _is_sentinel(v) else "sentinel", node))
+            real = value is not None and not (v is not None and _is_sentinel(v))
+            if value is not None:
+                self._note(name, fallback_of, "assignment", node, real)
             if fallback_of:
-                real = value is not None and not (v is not None and _is_sentinel(v))
                 self._fallback(name, fallback_of, node, "assignment", real)
             elif gate is not None and name in self._earlier and not (v is not None and _is_name(v)):
                 # `LlamaRMSNorm = partial(FusedRMSNorm, eps=1e-6)` in the gate overrides an earlier
@@ -241,7 +255,8 @@ class AstImportIndex(BaseImportIndex):
             if not fallback_of and isinstance(v, (ast.Name, ast.Attribute)):
                 self._rebind(name, v, node, gate)
 
-    def _add(self, node: ast.Import | ast.ImportFrom, *, gated: bool, toplevel: bool, gate: Gate | None = None) -> None:
+    def _add(self, node: ast.Import | ast.ImportFrom, *, gated: bool, toplevel: bool, gate: Gate | None = None,
+             paths: tuple[Gate, ...] = ()) -> None:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 name = alias.name
@@ -249,13 +264,13 @@ class AstImportIndex(BaseImportIndex):
                     local, target = alias.asname, name
                 else:
                     local = target = name.split(".")[0]
-                self._bind(Binding(local, target, node, gated, toplevel, name, gate))
+                self._bind(Binding(local, target, node, gated, toplevel, name, gate), paths)
             return
         base = _import_from_base(node)
         if len(node.names) == 1 and node.names[0].name == "*":
-            self._bind(Binding("*", base + ".*", node, gated, toplevel, base, gate))
+            self._bind(Binding("*", base + ".*", node, gated, toplevel, base, gate), paths)
             return
         sep = "" if base.endswith(".") else "."
         for alias in node.names:
             local = alias.asname if alias.asname is not None else alias.name
-            self._bind(Binding(local, f"{base}{sep}{alias.name}", node, gated, toplevel, base, gate))
+            self._bind(Binding(local, f"{base}{sep}{alias.name}", node, gated, toplevel, base, gate), paths)

@@ -112,7 +112,7 @@ class ImportIndex(BaseImportIndex):
             if isinstance(stmt, cst.SimpleStatementLine):
                 for small in stmt.body:
                     if isinstance(small, (cst.Import, cst.ImportFrom)):
-                        self._add(small, gated=gated, toplevel=toplevel, gate=gate)
+                        self._add(small, gated=gated, toplevel=toplevel, gate=gate, paths=fallback_of)
                         if fallback_of:
                             self._fallback_import(small, fallback_of)
                     elif isinstance(small, (cst.Assign, cst.AnnAssign)) and module_level:
@@ -130,6 +130,7 @@ class ImportIndex(BaseImportIndex):
                     self.gates.append(stmt)
                 self._walk(stmt.body, gated=gated or catches, toplevel=toplevel, gate=inner,
                            fallback_of=fallback_of, module_level=module_level)
+                self._conditional += 1  # a handler or the else block may not run
                 for handler in stmt.handlers:
                     fb = (stmt, *fallback_of) if catches and _handler_catches_import_error(handler) else fallback_of
                     self._walk(handler.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fb,
@@ -137,6 +138,7 @@ class ImportIndex(BaseImportIndex):
                 if stmt.orelse is not None:
                     self._walk(stmt.orelse.body, gated=gated or catches, toplevel=toplevel, gate=inner,
                                fallback_of=fallback_of, module_level=module_level)
+                self._conditional -= 1
                 if stmt.finalbody is not None:
                     self._walk(stmt.finalbody.body, gated=gated, toplevel=toplevel, gate=gate,
                                fallback_of=fallback_of, module_level=module_level)
@@ -145,6 +147,8 @@ class ImportIndex(BaseImportIndex):
                     self._defs.setdefault(stmt.name.value, []).append(fallback_of)
                     if gate is None and not fallback_of:
                         self._earlier.setdefault(stmt.name.value, ("def", stmt))
+                    self._note(stmt.name.value, fallback_of, "class" if isinstance(stmt, cst.ClassDef) else "function",
+                               stmt, True)
                 if fallback_of:
                     kind = "class" if isinstance(stmt, cst.ClassDef) else "function"
                     self._fallback(stmt.name.value, fallback_of, stmt, kind, True)
@@ -154,22 +158,28 @@ class ImportIndex(BaseImportIndex):
                 self._if(stmt, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                          module_level=module_level)
             elif isinstance(stmt, (cst.With, cst.For, cst.While)):
+                loop = not isinstance(stmt, cst.With)  # a loop's body and else block may not run
+                self._conditional += loop
                 self._walk(stmt.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                            module_level=module_level)
                 orelse = getattr(stmt, "orelse", None)
                 if orelse is not None:
                     self._walk(orelse.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                                module_level=module_level)
+                self._conditional -= loop
             elif isinstance(stmt, cst.Match):
+                self._conditional += 1
                 for case in stmt.cases:  # any case may run: each is walked like an `if` branch
                     self._walk(case.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                                module_level=module_level)
+                self._conditional -= 1
 
     def _if(self, stmt: cst.If, *, gated: bool, toplevel: bool, gate: Gate | None, fallback_of: tuple[Gate, ...],
             module_level: bool) -> None:
         """An ``if`` and its ``elif`` chain, each ``elif`` walked as the ``if`` it is inside the
         ``else`` branch before it: its test may be a probe (a gate of its own), and it and every
         branch after it run when a probe before it failed (a fallback of that probe's gate)."""
+        self._conditional += 1  # every branch may not run
         while True:
             typing_only = self._typing_only(stmt.test)
             probe = not typing_only and self._probe(stmt.test)
@@ -185,6 +195,7 @@ class ImportIndex(BaseImportIndex):
         if stmt.orelse is not None:
             self._walk(stmt.orelse.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                        module_level=module_level)
+        self._conditional -= 1
 
     def _probe(self, test: cst.BaseExpression) -> bool:
         if isinstance(test, cst.Name):
@@ -226,8 +237,10 @@ class ImportIndex(BaseImportIndex):
             self._defs.setdefault(name, []).append(fallback_of)
             if gate is None and not fallback_of and value is not None:
                 self._earlier.setdefault(name, ("assignment" if v is None or not _is_sentinel(v) else "sentinel", node))
+            real = value is not None and not (v is not None and _is_sentinel(v))
+            if value is not None:
+                self._note(name, fallback_of, "assignment", line, real)
             if fallback_of:
-                real = value is not None and not (v is not None and _is_sentinel(v))
                 self._fallback(name, fallback_of, node, "assignment", real)
             elif gate is not None and name in self._earlier and not (v is not None and isinstance(
                     v, (cst.Name, cst.Attribute))):
@@ -245,7 +258,7 @@ class ImportIndex(BaseImportIndex):
                 self._rebind(name, v, line, gate)
 
     def _add(self, node: cst.Import | cst.ImportFrom, *, gated: bool, toplevel: bool,
-             gate: Gate | None = None) -> None:
+             gate: Gate | None = None, paths: tuple[Gate, ...] = ()) -> None:
         if isinstance(node, cst.Import):
             for alias in node.names:
                 name = dotted(alias.name) or ""
@@ -253,14 +266,14 @@ class ImportIndex(BaseImportIndex):
                     local, target = alias.asname.name.value, name
                 else:
                     local = target = name.split(".")[0]
-                self._bind(Binding(local, target, node, gated, toplevel, name, gate))
+                self._bind(Binding(local, target, node, gated, toplevel, name, gate), paths)
             return
         if node.module is None:  # `from . import x`
             base = "." * len(node.relative)
         else:
             base = "." * len(node.relative) + (dotted(node.module) or "")
         if isinstance(node.names, cst.ImportStar):
-            self._bind(Binding("*", base + ".*", node, gated, toplevel, base, gate))
+            self._bind(Binding("*", base + ".*", node, gated, toplevel, base, gate), paths)
             return
         for alias in node.names:
             name = dotted(alias.name) or ""
@@ -268,7 +281,7 @@ class ImportIndex(BaseImportIndex):
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 local = alias.asname.name.value
             sep = "" if base.endswith(".") else "."
-            self._bind(Binding(local, f"{base}{sep}{name}", node, gated, toplevel, base, gate))
+            self._bind(Binding(local, f"{base}{sep}{name}", node, gated, toplevel, base, gate), paths)
 
 
 

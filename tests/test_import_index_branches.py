@@ -361,3 +361,107 @@ def test_attention_rewrite_never_spells_a_name_bound_only_for_type_checkers() ->
     runtime = {a.asname or a.name.split(".")[0] for stmt in tree.body if isinstance(stmt, (ast.Import, ast.ImportFrom))
                for a in stmt.names}
     assert "torch" in runtime and code is not None
+
+
+# -- other bindings of an imported name ----------------------------------------------------------
+
+
+@BOTH
+def test_a_definition_before_a_gated_import_is_its_fallback(build: Build) -> None:
+    src = """
+        def flash_attn_func(q, k, v):
+            return q
+        try:
+            from flash_attn import flash_attn_func
+        except ImportError:
+            pass
+        """
+    index = _index(build, src)
+    fb = index.fallback("flash_attn_func")
+    # before: None (only `name = <imported>` rebindings looked at the definition before the gate)
+    assert fb is not None and (fb.kind, fb.real) == ("earlier", True) and fb.gate is index.gates[0]
+
+
+@BOTH
+def test_a_handler_binding_shadows_the_definition_before_the_gate(build: Build) -> None:
+    src = """
+        def flash_attn_func(q, k, v):
+            return q
+        if is_flash_attn_2_available():
+            from flash_attn import flash_attn_func
+        else:
+            flash_attn_func = None
+        """
+    index = _index(build, src)
+    fb = index.fallback_in(index.gates[0], "flash_attn_func")
+    assert fb is not None and (fb.kind, fb.real) == ("assignment", False)  # what runs is the placeholder
+    # the index follows no paths: the earlier def still counts as another binding (a report, not a fix)
+    alternative = index.fallback("flash_attn_func")
+    assert alternative is not None and alternative.kind == "other-function"
+
+
+COMPETING = {
+    "plain_if_else_def": ("if USE_FLASH:\n    from flash_attn import f\nelse:\n    def f(q):\n        return q\n",
+                          "other-function", 4),
+    "plain_if_earlier_def": ("def f(q):\n    return q\nif USE_FLASH:\n    from flash_attn import f\n",
+                             "other-function", 1),
+    "match_case_class": ("match b:\n    case 1:\n        from flash_attn import f\n    case _:\n        class f:\n"
+                         "            pass\n", "other-class", 5),
+    "later_redefinition": ("from flash_attn import f\nf = make_attention(f)\n", "other-assignment", 2),
+    "loop_body_import": ("f = naive\nfor _ in range(n):\n    from flash_attn import f\n", "other-assignment", 1),
+    "other_import_in_branch": ("if USE_FLASH:\n    from flash_attn import f\nelse:\n    from .naive import f\n",
+                               "other-import", 4),
+    "sentinel_gate_then_def": ("try:\n    from flash_attn import f\nexcept ImportError:\n    f = None\n"
+                               "if f is None:\n    def f(q):\n        return q\n", "other-function", 6),
+}
+
+
+@BOTH
+@pytest.mark.parametrize("case", sorted(COMPETING))
+def test_another_binding_on_another_path_is_reported_as_an_alternative(build: Build, case: str) -> None:
+    src, kind, line = COMPETING[case]
+    index = build(src)
+    fb = index.fallback("f")
+    # before: None, so a rule rewrote every use of `f` to the package's semantics
+    assert fb is not None and fb.kind == kind and fb.real
+    assert _line(index, fb.statement, src) == line
+    assert fb.describe().endswith("elsewhere at module level (another branch, or a redefinition after the import)")
+
+
+NOT_COMPETING = {
+    "earlier_def_unconditional_import": "def f(q):\n    return q\nfrom flash_attn import f\n",
+    "same_import_twice": "if a:\n    from flash_attn import f\nelse:\n    from flash_attn import f\n",
+    "placeholder": "f = None\nif USE_FLASH:\n    from flash_attn import f\n",
+    "rebinding_the_import": "from flash_attn import flash_attn_func\nf = flash_attn_func\nif x:\n    f = flash_attn_func\n",
+    "reimport_in_handler": "try:\n    from flash_attn import f\nexcept ImportError:\n    from flash_attn.v1 import g as f\n",
+    "local_in_a_function": "from flash_attn import f\ndef g():\n    f = 1\n    return f\n",
+}
+
+
+@BOTH
+@pytest.mark.parametrize("case", sorted(NOT_COMPETING))
+def test_bindings_that_cannot_replace_the_import_are_no_alternative(build: Build, case: str) -> None:
+    index = build(NOT_COMPETING[case])
+    fb = index.fallback("f")
+    assert fb is None or not fb.real
+    assert not index.alternatives
+
+
+@pytest.mark.parametrize("src", [
+    # a plain `if` (no probe) or a match arm: the else branch's def is what other paths call
+    "if USE_FLASH:\n    from flash_attn import flash_attn_func\nelse:\n    def flash_attn_func(q, k, v, causal=False):\n"
+    "        return q\n\n\ndef attn(q, k, v):\n    return flash_attn_func(q, k, v, causal=True)\n",
+    "match BACKEND:\n    case 'flash':\n        from flash_attn import flash_attn_func\n    case _:\n"
+    "        def flash_attn_func(q, k, v, causal=False):\n            return q\n\n\n"
+    "def attn(q, k, v):\n    return flash_attn_func(q, k, v, causal=True)\n",
+    # the definition before a gate that only overrides it
+    "def flash_attn_func(q, k, v, causal=False):\n    return q\n\n\ntry:\n    from flash_attn import flash_attn_func\n"
+    "except ImportError:\n    pass\n\n\ndef attn(q, k, v):\n    return flash_attn_func(q, k, v, causal=True)\n",
+], ids=["plain_if", "match", "earlier_def"])
+def test_attention_rewrite_with_another_binding_of_the_name_is_flagged_not_applied(src: str) -> None:
+    src = "import torch\n\n" + src
+    (call,) = [f for f in findings(src, family="attention", facts=FACTS) if f.code == "PRT100"]
+    # before: applied, so the path that binds the other definition ran flash-attn's semantics instead
+    assert call.fix == Applicability.NONE and not call.edits
+    assert "not rewritten" in call.message
+    assert fixed(src, family="attention", facts=FACTS) == src

@@ -522,6 +522,51 @@ SNIPPETS: dict[str, str] = {
                         Norm = torch.nn.RMSNorm
         y = F.relu(torch.nn.attention.bias.x) + torch.nn.functional.gelu(fa)
         """,
+    # names an import binds that another module-level binding may replace (another branch, a
+    # redefinition), and definitions before a gate that imports the name
+    "competing_bindings": """
+        def early(q):
+            return q
+        try:
+            from flash_attn import early
+        except ImportError:
+            pass
+        def shadowed(q):
+            return q
+        if is_flash_attn_2_available():
+            from flash_attn import shadowed
+        else:
+            shadowed = None
+        if USE_FLASH:
+            from flash_attn import a, b, c, d
+        else:
+            def a():
+                pass
+            class b:
+                pass
+            from .naive import c
+            d = None
+        match backend:
+            case "x":
+                from xformers.ops import e
+            case _:
+                e = make_e()
+        from apex.normalization import FusedLayerNorm as g
+        from apex.normalization import FusedLayerNorm as g
+        h = flash_attn_func = None
+        from flash_attn import flash_attn_func
+        flash_attn_func = torch.compile(flash_attn_func)
+        for _ in range(3):
+            from flash_attn import k
+        k, m = make()
+        try:
+            from flash_attn import n
+        except ImportError:
+            n = None
+        if n is None:
+            def n():
+                pass
+        """,
 }
 
 

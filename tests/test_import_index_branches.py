@@ -465,3 +465,12 @@ def test_attention_rewrite_with_another_binding_of_the_name_is_flagged_not_appli
     assert call.fix == Applicability.NONE and not call.edits
     assert "not rewritten" in call.message
     assert fixed(src, family="attention", facts=FACTS) == src
+
+
+def test_a_cuda_only_import_for_type_checkers_is_worded_as_such_and_no_gate() -> None:
+    src = ("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    import bitsandbytes as bnb\n\n\n"
+           "def f(layer: \"bnb.nn.Linear8bitLt\"):\n    return layer\n")
+    found = findings(src, family="packages")
+    (imp,) = [f for f in found if f.code == "PRT014"]
+    assert "never imported at run time" in imp.message and "availability gate" not in imp.message
+    assert not [f for f in found if f.code == "PRT021"]  # no availability gate to describe

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, NamedTuple, Union
 
 if TYPE_CHECKING:
     import ast
@@ -110,8 +110,7 @@ def _has_elif(gate: Gate) -> bool:
     return type(orelse).__name__ == "If"
 
 
-@dataclass(frozen=True)
-class _Bound:
+class _Bound(NamedTuple):
     """A module-level binding of a name, for the competing-binding check."""
 
     seq: int  # walk order
@@ -166,6 +165,8 @@ class BaseImportIndex:
             if any(not any(g is rb.gate for g in gates) for gates in others):
                 del self.rebinds[name]  # bound twice outside its gate's fallback: not provably this
         for name, found in self.bindings.items():
+            if len(self._bound.get(name, ())) < 2:
+                continue  # no other module-level binding
             alternative = self._competitor(name, found[0])
             if alternative is not None:
                 self.alternatives[name] = alternative
@@ -203,8 +204,10 @@ class BaseImportIndex:
               target: str = "", gated: bool = False) -> None:
         """Record a module-level binding of ``name`` for ``_competitor``."""
         self._seq += 1
-        self._bound.setdefault(name, []).append(
-            _Bound(self._seq, paths, kind, statement, real, target, gated or self._conditional > 0))
+        records = self._bound.get(name)
+        if records is None:
+            records = self._bound[name] = []
+        records.append(_Bound(self._seq, paths, kind, statement, real, target, gated or self._conditional > 0))
 
     def _rebind(self, name: str, value: Any, statement: Any, gate: Gate | None) -> None:
         """``name = <a chain rooted at an imported name>`` at module level resolves like the import."""

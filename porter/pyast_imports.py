@@ -9,7 +9,8 @@ nodes (a ``Rebind``'s statement is the ``Assign``/``AnnAssign`` itself, not LibC
 
 Where the two trees differ in shape the port follows what ``ImportIndex`` sees: several small
 statements on one line are separate statements here; an ``elif`` is the single ``If`` of its
-parent's ``orelse`` at the parent's column (a nested ``if`` under ``else:`` is indented deeper);
+parent's ``orelse`` at the parent's column (a nested ``if`` under ``else:`` is indented deeper; both
+are walked alike, only the gate wording differs);
 ``None``/``True``/``False`` are constants here but names in LibCST.
 """
 

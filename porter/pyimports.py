@@ -91,9 +91,11 @@ class ImportIndex(BaseImportIndex):
     """Every import binding in a module, found by walking statements only.
 
     Besides imports it records, for names bound inside an availability gate (``try: import
-    x / except ImportError:`` or ``if is_x_available(): ... else: ...``), the *fallback*
-    bindings of the same names on the path that runs without the package, and module-level
-    rebindings of imported names (``attn = flash_attn_func``), which resolve like the import.
+    x / except ImportError:`` or ``if is_x_available(): ... elif ...: ... else: ...``), the
+    *fallback* bindings of the same names on the path that runs without the package (every later
+    branch of the chain, and gates nested in it), other module-level bindings of an imported name
+    on another path, and module-level rebindings of imported names (``attn = flash_attn_func``),
+    which resolve like the import.
     """
 
     _dotted = staticmethod(dotted)

@@ -76,8 +76,8 @@ class Fallback:
     gate: Gate | None = field(repr=False, compare=False)
     statement: Node = field(repr=False, compare=False)  # the binding statement (class, def, ...)
     # "class", "function", "assignment", "import", "earlier" (bound before the gate), or "other-<kind>":
-    # a module-level binding of the imported name on another path than the import (another branch of
-    # a plain `if`/`match`, a later redefinition), so a use need not be the imported object
+    # a binding of the imported name on another path than the import (another branch of a plain
+    # `if`/`match`, a function's local, a later redefinition), so a use need not be the imported object
     kind: str
     real: bool  # False for a sentinel (`name = None`, a literal) or a re-import from the same
     # package (another release's name): not an implementation that runs without the package
@@ -90,7 +90,7 @@ class Fallback:
         what = {"class": f"class {self.name}", "function": f"def {self.name}",
                 "import": f"an import of {self.name}", "assignment": f"`{self.name} = ...`"}[base]
         if base != self.kind:
-            return f"{what} elsewhere at module level (another branch, or a redefinition after the import)"
+            return f"{what} elsewhere in the module (another branch or scope, or a redefinition after the import)"
         if type(self.gate).__name__ in _TRY_GATES:
             where = "the except handler"
         elif _has_elif(self.gate):
@@ -111,7 +111,7 @@ def _has_elif(gate: Gate) -> bool:
 
 
 class _Bound(NamedTuple):
-    """A module-level binding of a name, for the competing-binding check."""
+    """A binding of a name in the module or a function, for the competing-binding check."""
 
     seq: int  # walk order
     paths: tuple[Any, ...]  # the gates whose no-package path holds it
@@ -119,7 +119,8 @@ class _Bound(NamedTuple):
     statement: Any
     real: bool  # False for a sentinel (`name = None`, a literal)
     target: str  # what an import names ("" otherwise; rebindings are looked up by statement)
-    conditional: bool  # inside a gate or a branch that may not run
+    conditional: bool  # inside a gate or a branch that may not run (within its scope)
+    scope: Any  # the enclosing def (None: the module)
 
 
 class BaseImportIndex:
@@ -144,10 +145,13 @@ class BaseImportIndex:
         # the first plain module-level binding of a name (outside any gate): (kind, statement)
         self._earlier: dict[str, tuple[str, Node]] = {}
         self._rebind_earlier: dict[str, tuple[str, Node] | None] = {}
-        # every module-level binding of a name, in walk order (imports, defs, classes, assignments)
+        # every binding of a name in the module and its functions, in walk order (imports, defs,
+        # classes, real assignments; class bodies are scopes of their own and are not recorded)
         self._bound: dict[str, list[_Bound]] = {}
         self._rebind_targets: dict[int, str] = {}  # id(rebinding statement) -> the target it names
         self._seq = 0
+        self._scope: Any = None  # the def whose body is walked (None: the module)
+        self._in_class = False
         self._conditional = 0  # > 0 inside a branch that may not run (plain `if`/`match` arm, loop, handler)
         # imported names with a competing module-level binding outside their gate's fallback
         self.alternatives: dict[str, Fallback] = {}
@@ -165,28 +169,31 @@ class BaseImportIndex:
             if any(not any(g is rb.gate for g in gates) for gates in others):
                 del self.rebinds[name]  # bound twice outside its gate's fallback: not provably this
         for name, found in self.bindings.items():
-            if len(self._bound.get(name, ())) < 2:
-                continue  # no other module-level binding
-            alternative = self._competitor(name, found[0])
-            if alternative is not None:
-                self.alternatives[name] = alternative
+            records = self._bound.get(name, ())
+            if len(records) < 2 or name == "*":
+                continue  # bound once
+            scopes: set[int] = set()
+            for binding in found:  # the first import of the name in each scope (module, each def)
+                mine = next((r for r in records if r.kind == "import" and r.statement is binding.statement), None)
+                if mine is None or id(mine.scope) in scopes:
+                    continue
+                scopes.add(id(mine.scope))
+                alternative = self._competitor(name, binding, mine, records)
+                if alternative is not None:
+                    self.alternatives[name] = alternative
+                    break
 
-    def _competitor(self, name: str, binding: Binding) -> Fallback | None:
-        """A real module-level binding of an imported name that a use may see instead of the import:
-        a later one (it overrides the import on its path), or, when the import itself is conditional,
-        an earlier one (it survives where the import's branch does not run). A binding on the import's
-        own no-package path is its gate's fallback (recorded there); a rebinding to the same object
-        (`attn = flash_attn_func`, the same import again) is no competitor."""
-        if name == "*" or not binding.toplevel:
-            return None
+    def _competitor(self, name: str, binding: Binding, mine: _Bound, records: list[_Bound]) -> Fallback | None:
+        """A real binding of an imported name that a use may see instead of the import (names
+        resolve module-wide): in the import's scope a later one (it overrides the import on its
+        path), or, when the import itself is conditional, an earlier one (it survives where the
+        import's branch does not run); in another scope (a function's local) any. A binding on the
+        import's own no-package path is its gate's fallback (recorded there); a rebinding to the same
+        object (`attn = flash_attn_func`, the same import again) is no competitor."""
         if binding.gate is not None:
             fb = self.fallback_in(binding.gate, name)
             if fb is not None and fb.real:
                 return None  # the gate's own fallback already says so
-        records = self._bound.get(name, ())
-        mine = next((r for r in records if r.kind == "import" and r.statement is binding.statement), None)
-        if mine is None:
-            return None
         for other in records:
             if other is mine or not other.real:
                 continue
@@ -195,19 +202,31 @@ class BaseImportIndex:
                 continue
             if binding.gate is not None and any(g is binding.gate for g in other.paths):
                 continue
-            if other.seq < mine.seq and not mine.conditional:
+            if other.scope is mine.scope and other.seq < mine.seq and not mine.conditional:
                 continue  # the import overrides it on every path
             return Fallback(name, binding.gate, other.statement, f"other-{other.kind}", True, other.target)
         return None
 
     def _note(self, name: str, paths: tuple[Gate, ...], kind: str, statement: Node, real: bool,
               target: str = "", gated: bool = False) -> None:
-        """Record a module-level binding of ``name`` for ``_competitor``."""
+        """Record a binding of ``name`` in the current scope for ``_competitor``."""
+        if self._in_class:
+            return  # a class attribute: no bare name in the module or its functions
         self._seq += 1
         records = self._bound.get(name)
         if records is None:
             records = self._bound[name] = []
-        records.append(_Bound(self._seq, paths, kind, statement, real, target, gated or self._conditional > 0))
+        records.append(_Bound(self._seq, paths, kind, statement, real, target, gated or self._conditional > 0,
+                              self._scope))
+
+    def _enter(self, scope: Any, is_class: bool) -> tuple[Any, bool, int]:
+        """Start walking the body of ``scope`` (a def or class); returns what ``_leave`` restores."""
+        saved = (self._scope, self._in_class, self._conditional)
+        self._scope, self._in_class, self._conditional = scope, is_class, 0
+        return saved
+
+    def _leave(self, saved: tuple[Any, bool, int]) -> None:
+        self._scope, self._in_class, self._conditional = saved
 
     def _rebind(self, name: str, value: Any, statement: Any, gate: Gate | None) -> None:
         """``name = <a chain rooted at an imported name>`` at module level resolves like the import."""
@@ -248,11 +267,11 @@ class BaseImportIndex:
         """Record an import binding; ``paths``: the gates whose no-package path it is on."""
         self.bindings.setdefault(binding.local, []).append(binding)
         self.statements.append(binding)
-        if not binding.toplevel or binding.local == "*":
+        if binding.local == "*":
             return
         self._note(binding.local, paths, "import", binding.statement, True, binding.target, binding.gated)
         earlier = self._earlier.get(binding.local)
-        if binding.gate is not None and earlier is not None:
+        if binding.toplevel and binding.gate is not None and earlier is not None:
             # `def flash_attn_func(...)` then `try: from flash_attn import flash_attn_func` / `except
             # ImportError: pass`: the earlier definition is what runs without the package
             self._fallback(binding.local, (binding.gate,), earlier[1], "earlier", earlier[0] != "sentinel")

@@ -27,6 +27,9 @@ _TRY = (ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _LOOPS = (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)
 _WITH = (ast.With, ast.AsyncWith)
+# statements that bind no name the index records and hold no statements: skipped at once
+_PLAIN = frozenset({ast.Expr, ast.Return, ast.Pass, ast.AugAssign, ast.Raise, ast.Delete, ast.Global,
+                    ast.Nonlocal, ast.Assert, ast.Break, ast.Continue})
 _MATCH = (ast.Match,) if hasattr(ast, "Match") else ()
 _PROBES = {"find_spec", "find_loader", "module_available", "package_available"}
 
@@ -112,18 +115,20 @@ class AstImportIndex(BaseImportIndex):
         """Record ``body``'s bindings. ``gate``: the innermost availability gate whose package path
         this is; ``fallback_of``: every gate whose no-package path this is (innermost first)."""
         for stmt in body:
+            if type(stmt) in _PLAIN:
+                continue
             if isinstance(stmt, (ast.Import, ast.ImportFrom)):
                 self._add(stmt, gated=gated, toplevel=toplevel, gate=gate, paths=fallback_of)
                 if fallback_of:
                     self._fallback_import(stmt, fallback_of)
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and module_level:
                 self._assignment(stmt, gate, fallback_of)
-            elif isinstance(stmt, ast.Assign) and fallback_of:
-                # a gate inside a function: `except ImportError: attn = naive_attention`
-                for t in stmt.targets:
-                    if isinstance(t, ast.Name):
-                        real = not (len(stmt.targets) == 1 and _is_sentinel(stmt.value))
-                        self._fallback(t.id, fallback_of, stmt, "assignment", real)
+            elif isinstance(stmt, ast.Assign):
+                first = stmt.targets[0]
+                if fallback_of or len(stmt.targets) > 1 or not isinstance(first, ast.Name) or first.id in self.bindings:
+                    self._local_assignment(stmt, fallback_of)
+            elif isinstance(stmt, ast.AnnAssign):
+                self._local_assignment(stmt, fallback_of)
             elif isinstance(stmt, _TRY):
                 catches = any(_handler_catches_import_error(h) for h in stmt.handlers)
                 inner = stmt if catches else gate
@@ -142,17 +147,19 @@ class AstImportIndex(BaseImportIndex):
                 self._walk(stmt.finalbody, gated=gated, toplevel=toplevel, gate=gate,
                            fallback_of=fallback_of, module_level=module_level)
             elif isinstance(stmt, _FUNCS):
+                kind = "class" if isinstance(stmt, ast.ClassDef) else "function"
                 if module_level:
                     self._defs.setdefault(stmt.name, []).append(fallback_of)
                     if gate is None and not fallback_of:
                         self._earlier.setdefault(stmt.name, ("def", stmt))
-                    self._note(stmt.name, fallback_of, "class" if isinstance(stmt, ast.ClassDef) else "function",
-                               stmt, True)
+                if not self._in_class:  # a method is an attribute, not a name
+                    self._note(stmt.name, fallback_of, kind, stmt, True)
                 if fallback_of:
-                    kind = "class" if isinstance(stmt, ast.ClassDef) else "function"
                     self._fallback(stmt.name, fallback_of, stmt, kind, True)
+                saved = self._enter(stmt, kind == "class")
                 self._walk(stmt.body, gated=gated, toplevel=False, gate=gate, fallback_of=(),
                            module_level=False)
+                self._leave(saved)
             elif isinstance(stmt, ast.If):
                 self._if(stmt, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                          module_level=module_level)
@@ -214,6 +221,27 @@ class AstImportIndex(BaseImportIndex):
             else:
                 module = _import_from_base(node) if node.module is not None else "."
             self._fallback_module(local, gates, node, module)
+
+    def _local_assignment(self, stmt: ast.Assign | ast.AnnAssign, fallback_of: tuple[Gate, ...]) -> None:
+        """An assignment in a def or class body: a fallback in a function-local gate (`except
+        ImportError: attn = naive_attention`), and a binding for the competing-binding check."""
+        if stmt.value is None:
+            return  # `x: int` binds nothing
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        imported = self.bindings  # only names imported so far can compete (a local walk is cheap)
+        for t in targets:
+            if isinstance(t, ast.Name):
+                if (fallback_of and isinstance(stmt, ast.Assign)) or t.id in imported:
+                    real = not (len(targets) == 1 and _is_sentinel(stmt.value))
+                    if fallback_of and isinstance(stmt, ast.Assign):
+                        self._fallback(t.id, fallback_of, stmt, "assignment", real)
+                    if real and t.id in imported:
+                        self._note(t.id, fallback_of, "assignment", stmt, True)
+            elif isinstance(t, (ast.Tuple, ast.List)):
+                for el in t.elts:
+                    el = el.value if isinstance(el, ast.Starred) else el
+                    if isinstance(el, ast.Name) and el.id in imported:
+                        self._note(el.id, fallback_of, "assignment", stmt, True)
 
     def _assignment(self, node: ast.Assign | ast.AnnAssign, gate: Gate | None, fallback_of: tuple[Gate, ...]) -> None:
         targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets

@@ -119,12 +119,13 @@ class ImportIndex(BaseImportIndex):
                             self._fallback_import(small, fallback_of)
                     elif isinstance(small, (cst.Assign, cst.AnnAssign)) and module_level:
                         self._assignment(stmt, small, gate, fallback_of)
-                    elif isinstance(small, cst.Assign) and fallback_of:
-                        # a gate inside a function: `except ImportError: attn = naive_attention`
-                        for t in small.targets:
-                            if isinstance(t.target, cst.Name):
-                                real = not (len(small.targets) == 1 and _is_sentinel(small.value))
-                                self._fallback(t.target.value, fallback_of, small, "assignment", real)
+                    elif isinstance(small, cst.Assign):
+                        first = small.targets[0].target
+                        if fallback_of or len(small.targets) > 1 or not isinstance(first, cst.Name) \
+                                or first.value in self.bindings:
+                            self._local_assignment(small, fallback_of)
+                    elif isinstance(small, cst.AnnAssign):
+                        self._local_assignment(small, fallback_of)
             elif isinstance(stmt, (cst.Try, cst.TryStar)):
                 catches = any(_handler_catches_import_error(h) for h in stmt.handlers)
                 inner = stmt if catches else gate
@@ -145,17 +146,19 @@ class ImportIndex(BaseImportIndex):
                     self._walk(stmt.finalbody.body, gated=gated, toplevel=toplevel, gate=gate,
                                fallback_of=fallback_of, module_level=module_level)
             elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                kind = "class" if isinstance(stmt, cst.ClassDef) else "function"
                 if module_level:
                     self._defs.setdefault(stmt.name.value, []).append(fallback_of)
                     if gate is None and not fallback_of:
                         self._earlier.setdefault(stmt.name.value, ("def", stmt))
-                    self._note(stmt.name.value, fallback_of, "class" if isinstance(stmt, cst.ClassDef) else "function",
-                               stmt, True)
+                if not self._in_class:  # a method is an attribute, not a name
+                    self._note(stmt.name.value, fallback_of, kind, stmt, True)
                 if fallback_of:
-                    kind = "class" if isinstance(stmt, cst.ClassDef) else "function"
                     self._fallback(stmt.name.value, fallback_of, stmt, kind, True)
+                saved = self._enter(stmt, kind == "class")
                 self._walk(stmt.body, gated=gated, toplevel=False, gate=gate, fallback_of=(),
                            module_level=False)
+                self._leave(saved)
             elif isinstance(stmt, cst.If):
                 self._if(stmt, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                          module_level=module_level)
@@ -217,6 +220,26 @@ class ImportIndex(BaseImportIndex):
             module = dotted(alias.name) if isinstance(node, cst.Import) else (
                 "." * len(node.relative) + (dotted(node.module) or "") if node.module is not None else ".")
             self._fallback_module(local, gates, node, module or "")
+
+    def _local_assignment(self, small: cst.Assign | cst.AnnAssign, fallback_of: tuple[Gate, ...]) -> None:
+        """An assignment in a def or class body: a fallback in a function-local gate (`except
+        ImportError: attn = naive_attention`), and a binding for the competing-binding check."""
+        if small.value is None:
+            return  # `x: int` binds nothing
+        targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+        imported = self.bindings  # only names imported so far can compete (a local walk is cheap)
+        for t in targets:
+            if isinstance(t, cst.Name):
+                if (fallback_of and isinstance(small, cst.Assign)) or t.value in imported:
+                    real = not (len(targets) == 1 and _is_sentinel(small.value))
+                    if fallback_of and isinstance(small, cst.Assign):
+                        self._fallback(t.value, fallback_of, small, "assignment", real)
+                    if real and t.value in imported:
+                        self._note(t.value, fallback_of, "assignment", small, True)
+            elif isinstance(t, (cst.Tuple, cst.List)):
+                for el in t.elements:
+                    if isinstance(el.value, cst.Name) and el.value.value in imported:
+                        self._note(el.value.value, fallback_of, "assignment", small, True)
 
     def _assignment(self, line: cst.SimpleStatementLine, node: cst.Assign | cst.AnnAssign,
                     gate: Gate | None, fallback_of: tuple[Gate, ...]) -> None:

@@ -494,3 +494,33 @@ def test_a_cuda_only_import_for_type_checkers_is_worded_as_such_and_no_gate() ->
     (imp,) = [f for f in found if f.code == "PRT014"]
     assert "never imported at run time" in imp.message and "availability gate" not in imp.message
     assert not [f for f in found if f.code == "PRT021"]  # no availability gate to describe
+
+
+def test_apex_norm_rebound_locally_to_a_subclass_is_not_rewritten() -> None:
+    """The shape of a real converter: the module imports apex's norm under an alias, and the function
+    rebinds that alias to the project's own subclass (which adds a hook) before calling it."""
+    src = textwrap.dedent("""
+        import torch
+        from torch import nn
+
+        try:
+            from apex.normalization import FusedLayerNorm as ApexNorm
+
+            class HookedNorm(ApexNorm):
+                def forward(self, x):
+                    return add_hook(super().forward(x), self.weight)
+        except ImportError:
+            pass
+
+
+        def convert(module, fast):
+            if fast:
+                ApexNorm = make_fast_norm()
+            else:
+                ApexNorm = HookedNorm
+            return ApexNorm(module.normalized_shape, eps=module.eps)
+        """)
+    # before: `ApexNorm(...)` became `nn.LayerNorm(...)`, dropping the project's hook
+    assert fixed(src, family="apex") == src
+    (norm,) = [f for f in findings(src, family="apex") if f.code == "PRT310"]
+    assert norm.fix == Applicability.NONE and "not rewritten" in norm.message

@@ -104,6 +104,8 @@ def compare(tree: ast.Module, module: cst.Module, *, lines: bool = True) -> list
     check("flags", sorted(old.flags), sorted(new.flags))
     check("fallbacks", sorted(str(fb_old(f)) for f in old.fallbacks.values()),
           sorted(str(fb_new(f)) for f in new.fallbacks.values()))
+    check("alternatives", {n: fb_old(f) for n, f in old.alternatives.items()},
+          {n: fb_new(f) for n, f in new.alternatives.items()})
 
     chains: dict[str, list[ast.expr]] = {}
     names: set[str] = set(old.bindings) | set(old.rebinds) | set(new.bindings) | set(new.rebinds)

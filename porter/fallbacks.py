@@ -73,9 +73,13 @@ def guard(findings: Sequence[Finding], text: str, index: ImportIndex, line_of: o
         where = ""
         if callable(line_of):
             where = f" (line {line_of(fb.statement)})"
-        reason = (f"not rewritten: `{name}` has a fallback binding, {fb.describe()}{where}, and that fallback "
-                  "is what runs without the package: port it by keeping the fallback (drop the import "
-                  "branch), not by rewriting its uses")
+        if fb.kind.startswith("other-"):
+            reason = (f"not rewritten: `{name}` is also bound by {fb.describe()}{where}, so a use need not be "
+                      "the imported object: port the code that picks between them, not its uses")
+        else:
+            reason = (f"not rewritten: `{name}` has a fallback binding, {fb.describe()}{where}, and that fallback "
+                      "is what runs without the package: port it by keeping the fallback (drop the import "
+                      "branch), not by rewriting its uses")
         out.append(replace(f, message=f"{f.message.split(' → ')[0]} {reason}", fix=Applicability.NONE, edits=(),
                            add_imports=(), remove_imports=(), new_files=(), fix_title=""))
     return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, NamedTuple, Union
 
 if TYPE_CHECKING:
     import ast
@@ -48,7 +48,9 @@ class Binding:
     local: str  # the name bound in the module ("F", "flash_attn", "fa")
     target: str  # what it refers to ("torch.nn.functional", "flash_attn.flash_attn_func")
     statement: cst.Import | cst.ImportFrom | ast.Import | ast.ImportFrom
-    gated: bool  # inside `try: ... except ImportError` or `if is_x_available():`
+    # not bound on every run: inside `try: ... except ImportError`, `if is_x_available():` (or an
+    # `elif` of one), or `if TYPE_CHECKING:` (a binding for type checkers only, never at run time)
+    gated: bool
     toplevel: bool  # at module level (not inside a def/class)
     module: str  # the imported module ("flash_attn" for both import forms)
     gate: Gate | None = None  # the innermost availability gate around it
@@ -70,9 +72,13 @@ class Fallback:
     """Another binding of a gated name on the path that runs when the package is missing."""
 
     name: str
-    gate: Gate = field(repr=False, compare=False)
+    # None only for an "other-*" binding of an import outside any gate
+    gate: Gate | None = field(repr=False, compare=False)
     statement: Node = field(repr=False, compare=False)  # the binding statement (class, def, ...)
-    kind: str  # "class", "function", "assignment", "import", "earlier" (bound before the gate)
+    # "class", "function", "assignment", "import", "earlier" (bound before the gate), or "other-<kind>":
+    # a binding of the imported name on another path than the import (another branch of a plain
+    # `if`/`match`, a function's local, a later redefinition), so a use need not be the imported object
+    kind: str
     real: bool  # False for a sentinel (`name = None`, a literal) or a re-import from the same
     # package (another release's name): not an implementation that runs without the package
     module: str = ""  # for "import": the module the fallback imports from
@@ -80,10 +86,41 @@ class Fallback:
     def describe(self) -> str:
         if self.kind == "earlier":
             return f"the definition of {self.name} before its availability gate, which the gate only overrides"
+        base = self.kind.removeprefix("other-")
         what = {"class": f"class {self.name}", "function": f"def {self.name}",
-                "import": f"an import of {self.name}", "assignment": f"`{self.name} = ...`"}[self.kind]
-        where = "the except handler" if type(self.gate).__name__ in _TRY_GATES else "the else branch"
+                "import": f"an import of {self.name}", "assignment": f"`{self.name} = ...`"}[base]
+        if base != self.kind:
+            return f"{what} elsewhere in the module (another branch or scope, or a redefinition after the import)"
+        if type(self.gate).__name__ in _TRY_GATES:
+            where = "the except handler"
+        elif _has_elif(self.gate):
+            where = "the elif/else branches"
+        else:
+            where = "the else branch"
         return f"{what} in {where} of its availability gate"
+
+
+def _has_elif(gate: Gate) -> bool:
+    """Whether an ``if`` gate continues with ``elif`` (LibCST: its ``orelse`` is an ``If``; ast: the
+    ``orelse`` is one ``If`` at the gate's own column, not one nested under ``else:``)."""
+    orelse = getattr(gate, "orelse", None)
+    if isinstance(orelse, list):
+        return len(orelse) == 1 and type(orelse[0]).__name__ == "If" \
+            and orelse[0].col_offset == getattr(gate, "col_offset", -1)
+    return type(orelse).__name__ == "If"
+
+
+class _Bound(NamedTuple):
+    """A binding of a name in the module or a function, for the competing-binding check."""
+
+    seq: int  # walk order
+    paths: tuple[Any, ...]  # the gates whose no-package path holds it
+    kind: str  # "import", "class", "function", "assignment"
+    statement: Any
+    real: bool  # False for a sentinel (`name = None`, a literal)
+    target: str  # what an import names ("" otherwise; rebindings are looked up by statement)
+    conditional: bool  # inside a gate or a branch that may not run (within its scope)
+    scope: Any  # the enclosing def (None: the module)
 
 
 class BaseImportIndex:
@@ -103,23 +140,93 @@ class BaseImportIndex:
         self.gates: list[Gate] = []
         # availability flags: `HAS_X = True` in a gate's try body, `HAS_X = find_spec("x") is not None`
         self.flags: dict[str, Node] = {}
-        self._defs: dict[str, list[Gate | None]] = {}  # other top-level bindings -> fallback gate
+        # other top-level bindings -> the gates whose no-package path binds them (empty: none)
+        self._defs: dict[str, list[tuple[Gate, ...]]] = {}
         # the first plain module-level binding of a name (outside any gate): (kind, statement)
         self._earlier: dict[str, tuple[str, Node]] = {}
         self._rebind_earlier: dict[str, tuple[str, Node] | None] = {}
+        # every binding of a name in the module and its functions, in walk order (imports, defs,
+        # classes, real assignments; class bodies are scopes of their own and are not recorded)
+        self._bound: dict[str, list[_Bound]] = {}
+        self._rebind_targets: dict[int, str] = {}  # id(rebinding statement) -> the target it names
+        self._seq = 0
+        self._scope: Any = None  # the def whose body is walked (None: the module)
+        self._in_class = False
+        self._conditional = 0  # > 0 inside a branch that may not run (plain `if`/`match` arm, loop, handler)
+        # imported names with a competing module-level binding outside their gate's fallback
+        self.alternatives: dict[str, Fallback] = {}
 
     def _finish(self) -> None:
         for name, rb in list(self.rebinds.items()):
             others = self._defs.get(name, ())
             earlier = self._rebind_earlier.get(name)
-            if rb.gate is not None and earlier is not None and len(others) == 1 and others[0] is None:
+            if rb.gate is not None and earlier is not None and len(others) == 1 and not others[0]:
                 # `class RMSNorm: ...` then `try: from apex... import FusedRMSNorm; RMSNorm = FusedRMSNorm`
                 # `except ImportError: pass`: the earlier definition is what runs without the package
                 # (`flash_attn_func = None` before the gate is only a placeholder)
-                self._fallback(name, rb.gate, earlier[1], "earlier", earlier[0] != "sentinel")
+                self._fallback(name, (rb.gate,), earlier[1], "earlier", earlier[0] != "sentinel")
                 continue
-            if any(g is not rb.gate or g is None for g in others):
+            if any(not any(g is rb.gate for g in gates) for gates in others):
                 del self.rebinds[name]  # bound twice outside its gate's fallback: not provably this
+        for name, found in self.bindings.items():
+            records = self._bound.get(name, ())
+            if len(records) < 2 or name == "*":
+                continue  # bound once
+            scopes: set[int] = set()
+            for binding in found:  # the first import of the name in each scope (module, each def)
+                mine = next((r for r in records if r.kind == "import" and r.statement is binding.statement), None)
+                if mine is None or id(mine.scope) in scopes:
+                    continue
+                scopes.add(id(mine.scope))
+                alternative = self._competitor(name, binding, mine, records)
+                if alternative is not None:
+                    self.alternatives[name] = alternative
+                    break
+
+    def _competitor(self, name: str, binding: Binding, mine: _Bound, records: list[_Bound]) -> Fallback | None:
+        """A real binding of an imported name that a use may see instead of the import (names
+        resolve module-wide): in the import's scope a later one (it overrides the import on its
+        path), or, when the import itself is conditional, an earlier one (it survives where the
+        import's branch does not run); in another scope (a function's local) any. A binding on the
+        import's own no-package path is its gate's fallback (recorded there); a rebinding to the same
+        object (`attn = flash_attn_func`, the same import again) is no competitor."""
+        if binding.gate is not None:
+            fb = self.fallback_in(binding.gate, name)
+            if fb is not None and fb.real:
+                return None  # the gate's own fallback already says so
+        for other in records:
+            if other is mine or not other.real:
+                continue
+            target = other.target or self._rebind_targets.get(id(other.statement), "")
+            if target and canonical(target) == canonical(binding.target):
+                continue
+            if binding.gate is not None and any(g is binding.gate for g in other.paths):
+                continue
+            if other.scope is mine.scope and other.seq < mine.seq and not mine.conditional:
+                continue  # the import overrides it on every path
+            return Fallback(name, binding.gate, other.statement, f"other-{other.kind}", True, other.target)
+        return None
+
+    def _note(self, name: str, paths: tuple[Gate, ...], kind: str, statement: Node, real: bool,
+              target: str = "", gated: bool = False) -> None:
+        """Record a binding of ``name`` in the current scope for ``_competitor``."""
+        if self._in_class:
+            return  # a class attribute: no bare name in the module or its functions
+        self._seq += 1
+        records = self._bound.get(name)
+        if records is None:
+            records = self._bound[name] = []
+        records.append(_Bound(self._seq, paths, kind, statement, real, target, gated or self._conditional > 0,
+                              self._scope))
+
+    def _enter(self, scope: Any, is_class: bool) -> tuple[Any, bool, int]:
+        """Start walking the body of ``scope`` (a def or class); returns what ``_leave`` restores."""
+        saved = (self._scope, self._in_class, self._conditional)
+        self._scope, self._in_class, self._conditional = scope, is_class, 0
+        return saved
+
+    def _leave(self, saved: tuple[Any, bool, int]) -> None:
+        self._scope, self._in_class, self._conditional = saved
 
     def _rebind(self, name: str, value: Any, statement: Any, gate: Gate | None) -> None:
         """``name = <a chain rooted at an imported name>`` at module level resolves like the import."""
@@ -129,18 +236,45 @@ class BaseImportIndex:
         if target is not None and text is not None:
             via = self.rebinds[head].via if head in self.rebinds and head not in self.bindings else head
             self.rebinds[name] = Rebind(name, target, via, statement, gate)
+            self._rebind_targets[id(statement)] = target
             self._rebind_earlier[name] = self._earlier.get(name)
             self._defs[name].pop()  # the rebind itself is not a competing binding
 
-    def _fallback(self, name: str, gate: Gate, stmt: Node, kind: str, real: bool) -> None:
-        key = (id(gate), name)
-        old = self.fallbacks.get(key)
-        if old is None or (real and not old.real):
-            self.fallbacks[key] = Fallback(name, gate, stmt, kind, real)
+    def _fallback(self, name: str, gates: tuple[Gate, ...], stmt: Node, kind: str, real: bool) -> None:
+        """Record a binding on the no-package path of every gate in ``gates``: a branch nested in
+        the fallback of an outer gate (an ``elif``, an inner gate's handler) runs without both."""
+        for gate in gates:
+            key = (id(gate), name)
+            old = self.fallbacks.get(key)
+            # a binding on the no-package path shadows the definition before the gate
+            if old is None or (real and not old.real) or (old.kind == "earlier" and kind != "earlier"):
+                self.fallbacks[key] = Fallback(name, gate, stmt, kind, real)
 
-    def _bind(self, binding: Binding) -> None:
+    def _fallback_module(self, name: str, gates: tuple[Gate, ...], stmt: Node, module: str) -> None:
+        """An import of ``name`` from ``module`` on the no-package path of every gate in ``gates``."""
+        for gate in gates:
+            key = (id(gate), name)
+            old = self.fallbacks.get(key)
+            if old is None or not old.real or old.kind == "earlier":
+                self.fallbacks[key] = Fallback(name, gate, stmt, "import", True, module)
+
+    def _typing_only(self, test: Any) -> bool:
+        """``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``): its body never runs, so what it
+        imports is no run-time binding."""
+        return (self._dotted(test) or "").split(".")[-1] == "TYPE_CHECKING"
+
+    def _bind(self, binding: Binding, paths: tuple[Gate, ...] = ()) -> None:
+        """Record an import binding; ``paths``: the gates whose no-package path it is on."""
         self.bindings.setdefault(binding.local, []).append(binding)
         self.statements.append(binding)
+        if binding.local == "*":
+            return
+        self._note(binding.local, paths, "import", binding.statement, True, binding.target, binding.gated)
+        earlier = self._earlier.get(binding.local)
+        if binding.toplevel and binding.gate is not None and earlier is not None:
+            # `def flash_attn_func(...)` then `try: from flash_attn import flash_attn_func` / `except
+            # ImportError: pass`: the earlier definition is what runs without the package
+            self._fallback(binding.local, (binding.gate,), earlier[1], "earlier", earlier[0] != "sentinel")
 
     # -- queries ------------------------------------------------------------------------
     def resolve_name(self, name: str) -> str | None:
@@ -169,11 +303,16 @@ class BaseImportIndex:
         return rebind.gate if rebind is not None else None
 
     def fallback(self, name: str) -> Fallback | None:
-        """The binding of ``name`` on its gate's no-package path (handler or else branch), if any."""
+        """The binding of ``name`` on its gate's no-package path (handler or else branch), if any;
+        else, for an imported name, a real module-level binding on another path than the import
+        (``if USE_FLASH: from flash_attn import f`` / ``else: def f(...)``), if any."""
         gate = self.gate_of(name)
-        if gate is None:
-            return None
-        return self.fallback_in(gate, name)
+        fb = self.fallback_in(gate, name) if gate is not None else None
+        if fb is None or not fb.real:
+            alternative = self.alternatives.get(name) if name in self.bindings else None
+            if alternative is not None:
+                return alternative
+        return fb
 
     def fallback_in(self, gate: Gate, name: str) -> Fallback | None:
         """The no-package binding of ``name`` in ``gate``; a re-import from the same package counts

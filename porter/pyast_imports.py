@@ -9,7 +9,8 @@ nodes (a ``Rebind``'s statement is the ``Assign``/``AnnAssign`` itself, not LibC
 
 Where the two trees differ in shape the port follows what ``ImportIndex`` sees: several small
 statements on one line are separate statements here; an ``elif`` is the single ``If`` of its
-parent's ``orelse`` at the parent's column (a nested ``if`` under ``else:`` is indented deeper);
+parent's ``orelse`` at the parent's column (a nested ``if`` under ``else:`` is indented deeper; both
+are walked alike, only the gate wording differs);
 ``None``/``True``/``False`` are constants here but names in LibCST.
 """
 
@@ -18,13 +19,18 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
-from .importindex import _GATE_EXCEPTIONS, BaseImportIndex, Binding, Fallback, Gate
+from .importindex import _GATE_EXCEPTIONS, BaseImportIndex, Binding, Gate
 
 __all__ = ["AstImportIndex", "ast_dotted"]
 
 _TRY = (ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _LOOPS = (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)
+_WITH = (ast.With, ast.AsyncWith)
+# statements that bind no name the index records and hold no statements: skipped at once
+_PLAIN = frozenset({ast.Expr, ast.Return, ast.Pass, ast.AugAssign, ast.Raise, ast.Delete, ast.Global,
+                    ast.Nonlocal, ast.Assert, ast.Break, ast.Continue})
+_MATCH = (ast.Match,) if hasattr(ast, "Match") else ()
 _PROBES = {"find_spec", "find_loader", "module_available", "package_available"}
 
 
@@ -117,20 +123,24 @@ class AstImportIndex(BaseImportIndex):
 
     # -- construction -------------------------------------------------------------------
     def _walk(self, body: Sequence[ast.stmt], *, gated: bool, toplevel: bool, gate: Gate | None = None,
-              fallback_of: Gate | None = None, module_level: bool = True) -> None:
+              fallback_of: tuple[Gate, ...] = (), module_level: bool = True) -> None:
+        """Record ``body``'s bindings. ``gate``: the innermost availability gate whose package path
+        this is; ``fallback_of``: every gate whose no-package path this is (innermost first)."""
         for stmt in body:
+            if type(stmt) in _PLAIN:
+                continue
             if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                self._add(stmt, gated=gated, toplevel=toplevel, gate=gate)
-                if fallback_of is not None:
+                self._add(stmt, gated=gated, toplevel=toplevel, gate=gate, paths=fallback_of)
+                if fallback_of:
                     self._fallback_import(stmt, fallback_of)
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and module_level:
                 self._assignment(stmt, gate, fallback_of)
-            elif isinstance(stmt, ast.Assign) and fallback_of is not None:
-                # a gate inside a function: `except ImportError: attn = naive_attention`
-                for t in stmt.targets:
-                    if isinstance(t, ast.Name):
-                        real = not (len(stmt.targets) == 1 and _is_sentinel(stmt.value))
-                        self._fallback(t.id, fallback_of, stmt, "assignment", real)
+            elif isinstance(stmt, ast.Assign):
+                first = stmt.targets[0]
+                if fallback_of or len(stmt.targets) > 1 or not isinstance(first, ast.Name) or first.id in self.bindings:
+                    self._local_assignment(stmt, fallback_of)
+            elif isinstance(stmt, ast.AnnAssign):
+                self._local_assignment(stmt, fallback_of)
             elif isinstance(stmt, _TRY):
                 catches = any(_handler_catches_import_error(h) for h in stmt.handlers)
                 inner = stmt if catches else gate
@@ -138,64 +148,79 @@ class AstImportIndex(BaseImportIndex):
                     self.gates.append(stmt)
                 self._walk(stmt.body, gated=gated or catches, toplevel=toplevel, gate=inner,
                            fallback_of=fallback_of, module_level=module_level)
+                self._conditional += 1  # a handler or the else block may not run
                 for handler in stmt.handlers:
-                    fb = stmt if catches and _handler_catches_import_error(handler) else fallback_of
+                    fb = (stmt, *fallback_of) if catches and _handler_catches_import_error(handler) else fallback_of
                     self._walk(handler.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fb,
                                module_level=module_level)
                 self._walk(stmt.orelse, gated=gated or catches, toplevel=toplevel, gate=inner,
                            fallback_of=fallback_of, module_level=module_level)
+                self._conditional -= 1
                 self._walk(stmt.finalbody, gated=gated, toplevel=toplevel, gate=gate,
                            fallback_of=fallback_of, module_level=module_level)
             elif isinstance(stmt, _FUNCS):
+                kind = "class" if isinstance(stmt, ast.ClassDef) else "function"
                 if module_level:
                     self._defs.setdefault(stmt.name, []).append(fallback_of)
-                    if gate is None and fallback_of is None:
+                    if gate is None and not fallback_of:
                         self._earlier.setdefault(stmt.name, ("def", stmt))
-                if fallback_of is not None:
-                    kind = "class" if isinstance(stmt, ast.ClassDef) else "function"
+                if not self._in_class:  # a method is an attribute, not a name
+                    self._note(stmt.name, fallback_of, kind, stmt, True)
+                if fallback_of:
                     self._fallback(stmt.name, fallback_of, stmt, kind, True)
-                self._walk(stmt.body, gated=gated, toplevel=False, gate=gate, fallback_of=None,
+                saved = self._enter(stmt, kind == "class")
+                self._walk(stmt.body, gated=gated, toplevel=False, gate=gate, fallback_of=(),
                            module_level=False)
+                self._leave(saved)
             elif isinstance(stmt, ast.If):
                 self._if(stmt, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                          module_level=module_level)
             elif isinstance(stmt, _LOOPS):
+                loop = not isinstance(stmt, _WITH)  # a loop's body and else block may not run
+                self._conditional += loop
                 self._walk(stmt.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                            module_level=module_level)
                 orelse = getattr(stmt, "orelse", None)
                 if orelse:
                     self._walk(orelse, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                                module_level=module_level)
+                self._conditional -= loop
+            elif isinstance(stmt, _MATCH):
+                self._conditional += 1
+                for case in stmt.cases:  # any case may run: each is walked like an `if` branch
+                    self._walk(case.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
+                               module_level=module_level)
+                self._conditional -= 1
 
-    def _if(self, stmt: ast.If, *, gated: bool, toplevel: bool, gate: Gate | None, fallback_of: Gate | None,
+    def _if(self, stmt: ast.If, *, gated: bool, toplevel: bool, gate: Gate | None, fallback_of: tuple[Gate, ...],
             module_level: bool) -> None:
-        probe = self._probe(stmt.test)
-        if probe:
-            self.gates.append(stmt)
-        self._walk(stmt.body, gated=gated or probe, toplevel=toplevel, gate=stmt if probe else gate,
-                   fallback_of=fallback_of, module_level=module_level)
-        if probe:
-            # ImportIndex takes an `else:` block as the no-package path and looks no further
-            # than the gate's own body when an `elif` follows
-            if stmt.orelse and not _is_elif(stmt):
-                self._walk(stmt.orelse, gated=gated, toplevel=toplevel, gate=gate, fallback_of=stmt,
-                           module_level=module_level)
-            return
-        # `elif` tests are not probed: their bodies are walked like the `if` body's surroundings
-        while _is_elif(stmt):
+        """An ``if`` and its ``elif`` chain, each ``elif`` walked as the ``if`` it is inside the
+        ``else`` branch before it: its test may be a probe (a gate of its own), and it and every
+        branch after it run when a probe before it failed (a fallback of that probe's gate)."""
+        self._conditional += 1  # every branch may not run
+        while True:
+            typing_only = self._typing_only(stmt.test)
+            probe = not typing_only and self._probe(stmt.test)
+            if probe:
+                self.gates.append(stmt)
+            self._walk(stmt.body, gated=gated or probe or typing_only, toplevel=toplevel,
+                       gate=stmt if probe else gate, fallback_of=fallback_of, module_level=module_level)
+            if probe:
+                fallback_of = (stmt, *fallback_of)
+            if not _is_elif(stmt):
+                break
             stmt = stmt.orelse[0]  # type: ignore[assignment]
-            self._walk(stmt.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
-                       module_level=module_level)
         if stmt.orelse:
             self._walk(stmt.orelse, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                        module_level=module_level)
+        self._conditional -= 1
 
     def _probe(self, test: ast.expr) -> bool:
         if isinstance(test, ast.Name):
             return test.id in self.flags
         return _probe_call(test)
 
-    def _fallback_import(self, node: ast.Import | ast.ImportFrom, gate: Gate) -> None:
+    def _fallback_import(self, node: ast.Import | ast.ImportFrom, gates: tuple[Gate, ...]) -> None:
         for alias in node.names:
             if alias.name == "*":
                 return
@@ -207,12 +232,30 @@ class AstImportIndex(BaseImportIndex):
                 module = alias.name
             else:
                 module = _import_from_base(node) if node.module is not None else "."
-            key = (id(gate), local)
-            old = self.fallbacks.get(key)
-            if old is None or not old.real:
-                self.fallbacks[key] = Fallback(local, gate, node, "import", True, module)
+            self._fallback_module(local, gates, node, module)
 
-    def _assignment(self, node: ast.Assign | ast.AnnAssign, gate: Gate | None, fallback_of: Gate | None) -> None:
+    def _local_assignment(self, stmt: ast.Assign | ast.AnnAssign, fallback_of: tuple[Gate, ...]) -> None:
+        """An assignment in a def or class body: a fallback in a function-local gate (`except
+        ImportError: attn = naive_attention`), and a binding for the competing-binding check."""
+        if stmt.value is None:
+            return  # `x: int` binds nothing
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        imported = self.bindings  # only names imported so far can compete (a local walk is cheap)
+        for t in targets:
+            if isinstance(t, ast.Name):
+                if (fallback_of and isinstance(stmt, ast.Assign)) or t.id in imported:
+                    real = not (len(targets) == 1 and _is_sentinel(stmt.value))
+                    if fallback_of and isinstance(stmt, ast.Assign):
+                        self._fallback(t.id, fallback_of, stmt, "assignment", real)
+                    if real and t.id in imported:
+                        self._note(t.id, fallback_of, "assignment", stmt, True)
+            elif isinstance(t, (ast.Tuple, ast.List)):
+                for el in t.elts:
+                    el = el.value if isinstance(el, ast.Starred) else el
+                    if isinstance(el, ast.Name) and el.id in imported:
+                        self._note(el.id, fallback_of, "assignment", stmt, True)
+
+    def _assignment(self, node: ast.Assign | ast.AnnAssign, gate: Gate | None, fallback_of: tuple[Gate, ...]) -> None:
         targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
         value = node.value
         # (name, the value it gets when that is known element-wise)
@@ -232,26 +275,29 @@ class AstImportIndex(BaseImportIndex):
                         pairs.append((el.id, v if len(targets) == 1 else None))
         for name, v in pairs:
             self._defs.setdefault(name, []).append(fallback_of)
-            if gate is None and fallback_of is None and value is not None:
+            if gate is None and not fallback_of and value is not None:
                 self._earlier.setdefault(name, ("assignment" if v is None or not _is_sentinel(v) else "sentinel", node))
-            if fallback_of is not None:
-                real = value is not None and not (v is not None and _is_sentinel(v))
+            real = value is not None and not (v is not None and _is_sentinel(v))
+            if value is not None:
+                self._note(name, fallback_of, "assignment", node, real)
+            if fallback_of:
                 self._fallback(name, fallback_of, node, "assignment", real)
             elif gate is not None and name in self._earlier and not (v is not None and _is_name(v)):
                 # `LlamaRMSNorm = partial(FusedRMSNorm, eps=1e-6)` in the gate overrides an earlier
                 # definition: that definition is what runs without the package
                 kind, stmt = self._earlier[name]
-                self._fallback(name, gate, stmt, "earlier", kind != "sentinel")
+                self._fallback(name, (gate,), stmt, "earlier", kind != "sentinel")
             if v is None:
                 continue
-            if isinstance(gate, ast.Try) and fallback_of is None and isinstance(v, ast.Constant) and v.value is True:
+            if isinstance(gate, ast.Try) and not fallback_of and isinstance(v, ast.Constant) and v.value is True:
                 self.flags[name] = gate
             elif _probe_call(v):  # `HAS_FLASH = importlib.util.find_spec("flash_attn") is not None`
                 self.flags[name] = node
-            if fallback_of is None and isinstance(v, (ast.Name, ast.Attribute)):
+            if not fallback_of and isinstance(v, (ast.Name, ast.Attribute)):
                 self._rebind(name, v, node, gate)
 
-    def _add(self, node: ast.Import | ast.ImportFrom, *, gated: bool, toplevel: bool, gate: Gate | None = None) -> None:
+    def _add(self, node: ast.Import | ast.ImportFrom, *, gated: bool, toplevel: bool, gate: Gate | None = None,
+             paths: tuple[Gate, ...] = ()) -> None:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 name = alias.name
@@ -259,13 +305,13 @@ class AstImportIndex(BaseImportIndex):
                     local, target = alias.asname, name
                 else:
                     local = target = name.split(".")[0]
-                self._bind(Binding(local, target, node, gated, toplevel, name, gate))
+                self._bind(Binding(local, target, node, gated, toplevel, name, gate), paths)
             return
         base = _import_from_base(node)
         if len(node.names) == 1 and node.names[0].name == "*":
-            self._bind(Binding("*", base + ".*", node, gated, toplevel, base, gate))
+            self._bind(Binding("*", base + ".*", node, gated, toplevel, base, gate), paths)
             return
         sep = "" if base.endswith(".") else "."
         for alias in node.names:
             local = alias.asname if alias.asname is not None else alias.name
-            self._bind(Binding(local, f"{base}{sep}{alias.name}", node, gated, toplevel, base, gate))
+            self._bind(Binding(local, f"{base}{sep}{alias.name}", node, gated, toplevel, base, gate), paths)

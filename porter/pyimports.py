@@ -91,9 +91,11 @@ class ImportIndex(BaseImportIndex):
     """Every import binding in a module, found by walking statements only.
 
     Besides imports it records, for names bound inside an availability gate (``try: import
-    x / except ImportError:`` or ``if is_x_available(): ... else: ...``), the *fallback*
-    bindings of the same names on the path that runs without the package, and module-level
-    rebindings of imported names (``attn = flash_attn_func``), which resolve like the import.
+    x / except ImportError:`` or ``if is_x_available(): ... elif ...: ... else: ...``), the
+    *fallback* bindings of the same names on the path that runs without the package (every later
+    branch of the chain, and gates nested in it), other module-level bindings of an imported name
+    on another path, and module-level rebindings of imported names (``attn = flash_attn_func``),
+    which resolve like the import.
     """
 
     _dotted = staticmethod(dotted)
@@ -104,23 +106,26 @@ class ImportIndex(BaseImportIndex):
         self._finish()
 
     # -- construction -------------------------------------------------------------------
-    def _walk(self, body: object, *, gated: bool, toplevel: bool, gate: cst.Try | cst.If | None = None,
-              fallback_of: cst.Try | cst.If | None = None, module_level: bool = True) -> None:
+    def _walk(self, body: object, *, gated: bool, toplevel: bool, gate: Gate | None = None,
+              fallback_of: tuple[Gate, ...] = (), module_level: bool = True) -> None:
+        """Record ``body``'s bindings. ``gate``: the innermost availability gate whose package path
+        this is; ``fallback_of``: every gate whose no-package path this is (innermost first)."""
         for stmt in _iter_statements(body):
             if isinstance(stmt, cst.SimpleStatementLine):
                 for small in stmt.body:
                     if isinstance(small, (cst.Import, cst.ImportFrom)):
-                        self._add(small, gated=gated, toplevel=toplevel, gate=gate)
-                        if fallback_of is not None:
+                        self._add(small, gated=gated, toplevel=toplevel, gate=gate, paths=fallback_of)
+                        if fallback_of:
                             self._fallback_import(small, fallback_of)
                     elif isinstance(small, (cst.Assign, cst.AnnAssign)) and module_level:
                         self._assignment(stmt, small, gate, fallback_of)
-                    elif isinstance(small, cst.Assign) and fallback_of is not None:
-                        # a gate inside a function: `except ImportError: attn = naive_attention`
-                        for t in small.targets:
-                            if isinstance(t.target, cst.Name):
-                                real = not (len(small.targets) == 1 and _is_sentinel(small.value))
-                                self._fallback(t.target.value, fallback_of, small, "assignment", real)
+                    elif isinstance(small, cst.Assign):
+                        first = small.targets[0].target
+                        if fallback_of or len(small.targets) > 1 or not isinstance(first, cst.Name) \
+                                or first.value in self.bindings:
+                            self._local_assignment(small, fallback_of)
+                    elif isinstance(small, cst.AnnAssign):
+                        self._local_assignment(small, fallback_of)
             elif isinstance(stmt, (cst.Try, cst.TryStar)):
                 catches = any(_handler_catches_import_error(h) for h in stmt.handlers)
                 inner = stmt if catches else gate
@@ -128,48 +133,74 @@ class ImportIndex(BaseImportIndex):
                     self.gates.append(stmt)
                 self._walk(stmt.body, gated=gated or catches, toplevel=toplevel, gate=inner,
                            fallback_of=fallback_of, module_level=module_level)
+                self._conditional += 1  # a handler or the else block may not run
                 for handler in stmt.handlers:
-                    fb = stmt if catches and _handler_catches_import_error(handler) else fallback_of
+                    fb = (stmt, *fallback_of) if catches and _handler_catches_import_error(handler) else fallback_of
                     self._walk(handler.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fb,
                                module_level=module_level)
                 if stmt.orelse is not None:
                     self._walk(stmt.orelse.body, gated=gated or catches, toplevel=toplevel, gate=inner,
                                fallback_of=fallback_of, module_level=module_level)
+                self._conditional -= 1
                 if stmt.finalbody is not None:
                     self._walk(stmt.finalbody.body, gated=gated, toplevel=toplevel, gate=gate,
                                fallback_of=fallback_of, module_level=module_level)
             elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                kind = "class" if isinstance(stmt, cst.ClassDef) else "function"
                 if module_level:
                     self._defs.setdefault(stmt.name.value, []).append(fallback_of)
-                    if gate is None and fallback_of is None:
+                    if gate is None and not fallback_of:
                         self._earlier.setdefault(stmt.name.value, ("def", stmt))
-                if fallback_of is not None:
-                    kind = "class" if isinstance(stmt, cst.ClassDef) else "function"
+                if not self._in_class:  # a method is an attribute, not a name
+                    self._note(stmt.name.value, fallback_of, kind, stmt, True)
+                if fallback_of:
                     self._fallback(stmt.name.value, fallback_of, stmt, kind, True)
-                self._walk(stmt.body, gated=gated, toplevel=False, gate=gate, fallback_of=None,
+                saved = self._enter(stmt, kind == "class")
+                self._walk(stmt.body, gated=gated, toplevel=False, gate=gate, fallback_of=(),
                            module_level=False)
+                self._leave(saved)
             elif isinstance(stmt, cst.If):
-                probe = self._probe(stmt.test)
-                if probe:
-                    self.gates.append(stmt)
-                self._walk(stmt.body, gated=gated or probe, toplevel=toplevel, gate=stmt if probe else gate,
-                           fallback_of=fallback_of, module_level=module_level)
-                orelse = stmt.orelse
-                if probe and orelse is not None:
-                    self._walk(orelse if isinstance(orelse, cst.If) else orelse.body, gated=gated,
-                               toplevel=toplevel, gate=gate, fallback_of=stmt, module_level=module_level)
-                    continue
-                while orelse is not None:
-                    self._walk(orelse.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
-                               module_level=module_level)
-                    orelse = orelse.orelse if isinstance(orelse, cst.If) else None
+                self._if(stmt, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
+                         module_level=module_level)
             elif isinstance(stmt, (cst.With, cst.For, cst.While)):
+                loop = not isinstance(stmt, cst.With)  # a loop's body and else block may not run
+                self._conditional += loop
                 self._walk(stmt.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                            module_level=module_level)
                 orelse = getattr(stmt, "orelse", None)
                 if orelse is not None:
                     self._walk(orelse.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
                                module_level=module_level)
+                self._conditional -= loop
+            elif isinstance(stmt, cst.Match):
+                self._conditional += 1
+                for case in stmt.cases:  # any case may run: each is walked like an `if` branch
+                    self._walk(case.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
+                               module_level=module_level)
+                self._conditional -= 1
+
+    def _if(self, stmt: cst.If, *, gated: bool, toplevel: bool, gate: Gate | None, fallback_of: tuple[Gate, ...],
+            module_level: bool) -> None:
+        """An ``if`` and its ``elif`` chain, each ``elif`` walked as the ``if`` it is inside the
+        ``else`` branch before it: its test may be a probe (a gate of its own), and it and every
+        branch after it run when a probe before it failed (a fallback of that probe's gate)."""
+        self._conditional += 1  # every branch may not run
+        while True:
+            typing_only = self._typing_only(stmt.test)
+            probe = not typing_only and self._probe(stmt.test)
+            if probe:
+                self.gates.append(stmt)
+            self._walk(stmt.body, gated=gated or probe or typing_only, toplevel=toplevel,
+                       gate=stmt if probe else gate, fallback_of=fallback_of, module_level=module_level)
+            if probe:
+                fallback_of = (stmt, *fallback_of)
+            if not isinstance(stmt.orelse, cst.If):
+                break
+            stmt = stmt.orelse
+        if stmt.orelse is not None:
+            self._walk(stmt.orelse.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
+                       module_level=module_level)
+        self._conditional -= 1
 
     def _probe(self, test: cst.BaseExpression) -> bool:
         if isinstance(test, cst.Name):
@@ -177,7 +208,7 @@ class ImportIndex(BaseImportIndex):
         return _probe_call(test)
 
 
-    def _fallback_import(self, node: cst.Import | cst.ImportFrom, gate: cst.Try | cst.If) -> None:
+    def _fallback_import(self, node: cst.Import | cst.ImportFrom, gates: tuple[Gate, ...]) -> None:
         if isinstance(node.names, cst.ImportStar):
             return
         for alias in node.names:
@@ -188,13 +219,30 @@ class ImportIndex(BaseImportIndex):
                     else dotted(alias.name) or ""
             module = dotted(alias.name) if isinstance(node, cst.Import) else (
                 "." * len(node.relative) + (dotted(node.module) or "") if node.module is not None else ".")
-            key = (id(gate), local)
-            old = self.fallbacks.get(key)
-            if old is None or not old.real:
-                self.fallbacks[key] = Fallback(local, gate, node, "import", True, module or "")
+            self._fallback_module(local, gates, node, module or "")
+
+    def _local_assignment(self, small: cst.Assign | cst.AnnAssign, fallback_of: tuple[Gate, ...]) -> None:
+        """An assignment in a def or class body: a fallback in a function-local gate (`except
+        ImportError: attn = naive_attention`), and a binding for the competing-binding check."""
+        if small.value is None:
+            return  # `x: int` binds nothing
+        targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+        imported = self.bindings  # only names imported so far can compete (a local walk is cheap)
+        for t in targets:
+            if isinstance(t, cst.Name):
+                if (fallback_of and isinstance(small, cst.Assign)) or t.value in imported:
+                    real = not (len(targets) == 1 and _is_sentinel(small.value))
+                    if fallback_of and isinstance(small, cst.Assign):
+                        self._fallback(t.value, fallback_of, small, "assignment", real)
+                    if real and t.value in imported:
+                        self._note(t.value, fallback_of, "assignment", small, True)
+            elif isinstance(t, (cst.Tuple, cst.List)):
+                for el in t.elements:
+                    if isinstance(el.value, cst.Name) and el.value.value in imported:
+                        self._note(el.value.value, fallback_of, "assignment", small, True)
 
     def _assignment(self, line: cst.SimpleStatementLine, node: cst.Assign | cst.AnnAssign,
-                    gate: cst.Try | cst.If | None, fallback_of: cst.Try | cst.If | None) -> None:
+                    gate: Gate | None, fallback_of: tuple[Gate, ...]) -> None:
         targets = [node.target] if isinstance(node, cst.AnnAssign) else [t.target for t in node.targets]
         value = node.value
         # (name, the value it gets when that is known element-wise)
@@ -212,28 +260,30 @@ class ImportIndex(BaseImportIndex):
                         pairs.append((el.value.value, v if len(targets) == 1 else None))
         for name, v in pairs:
             self._defs.setdefault(name, []).append(fallback_of)
-            if gate is None and fallback_of is None and value is not None:
+            if gate is None and not fallback_of and value is not None:
                 self._earlier.setdefault(name, ("assignment" if v is None or not _is_sentinel(v) else "sentinel", node))
-            if fallback_of is not None:
-                real = value is not None and not (v is not None and _is_sentinel(v))
+            real = value is not None and not (v is not None and _is_sentinel(v))
+            if value is not None:
+                self._note(name, fallback_of, "assignment", line, real)
+            if fallback_of:
                 self._fallback(name, fallback_of, node, "assignment", real)
             elif gate is not None and name in self._earlier and not (v is not None and isinstance(
                     v, (cst.Name, cst.Attribute))):
                 # `LlamaRMSNorm = partial(FusedRMSNorm, eps=1e-6)` in the gate overrides an earlier
                 # definition: that definition is what runs without the package
                 kind, stmt = self._earlier[name]
-                self._fallback(name, gate, stmt, "earlier", kind != "sentinel")
+                self._fallback(name, (gate,), stmt, "earlier", kind != "sentinel")
             if v is None:
                 continue
-            if isinstance(gate, cst.Try) and fallback_of is None and isinstance(v, cst.Name) and v.value == "True":
+            if isinstance(gate, cst.Try) and not fallback_of and isinstance(v, cst.Name) and v.value == "True":
                 self.flags[name] = gate
             elif _probe_call(v):  # `HAS_FLASH = importlib.util.find_spec("flash_attn") is not None`
                 self.flags[name] = node
-            if fallback_of is None and isinstance(v, (cst.Name, cst.Attribute)):
+            if not fallback_of and isinstance(v, (cst.Name, cst.Attribute)):
                 self._rebind(name, v, line, gate)
 
     def _add(self, node: cst.Import | cst.ImportFrom, *, gated: bool, toplevel: bool,
-             gate: cst.Try | cst.If | None = None) -> None:
+             gate: Gate | None = None, paths: tuple[Gate, ...] = ()) -> None:
         if isinstance(node, cst.Import):
             for alias in node.names:
                 name = dotted(alias.name) or ""
@@ -241,14 +291,14 @@ class ImportIndex(BaseImportIndex):
                     local, target = alias.asname.name.value, name
                 else:
                     local = target = name.split(".")[0]
-                self._bind(Binding(local, target, node, gated, toplevel, name, gate))
+                self._bind(Binding(local, target, node, gated, toplevel, name, gate), paths)
             return
         if node.module is None:  # `from . import x`
             base = "." * len(node.relative)
         else:
             base = "." * len(node.relative) + (dotted(node.module) or "")
         if isinstance(node.names, cst.ImportStar):
-            self._bind(Binding("*", base + ".*", node, gated, toplevel, base, gate))
+            self._bind(Binding("*", base + ".*", node, gated, toplevel, base, gate), paths)
             return
         for alias in node.names:
             name = dotted(alias.name) or ""
@@ -256,7 +306,7 @@ class ImportIndex(BaseImportIndex):
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 local = alias.asname.name.value
             sep = "" if base.endswith(".") else "."
-            self._bind(Binding(local, f"{base}{sep}{name}", node, gated, toplevel, base, gate))
+            self._bind(Binding(local, f"{base}{sep}{name}", node, gated, toplevel, base, gate), paths)
 
 
 

@@ -430,6 +430,143 @@ SNIPPETS: dict[str, str] = {
             else:
                 s = None
         """,
+    # every branch of an elif chain after a probe (earlier: skipped), probes in elif tests, gates
+    # nested in a no-package path (their fallbacks count for the outer gate too)
+    "elif_after_probe_branches": """
+        HAS_XF = importlib.util.find_spec("xformers") is not None
+        if find_spec("flash_attn"):
+            from flash_attn import f, g
+            attn = f
+        elif HAS_XF:
+            from xformers.ops import f
+            attn = f
+        elif torch.cuda.is_available():
+            import apex
+            class g:
+                pass
+        elif is_apex_available():
+            try:
+                from apex.contrib import f
+            except ImportError:
+                def f():
+                    pass
+        else:
+            f = None
+            def g():
+                pass
+            if is_deepspeed_available():
+                import deepspeed
+            else:
+                deepspeed = None
+        if plain:
+            import p1
+        elif is_q_available():
+            from q import thing, other
+        elif other_flag:
+            thing = "marker"
+        else:
+            def other():
+                pass
+        try:
+            from flash_attn import h
+        except ImportError:
+            try:
+                from xformers.ops import k
+            except ImportError:
+                def h():
+                    pass
+                k = None
+            else:
+                h = k
+        """,
+    "type_checking_and_match": """
+        import typing
+        from typing import TYPE_CHECKING
+        if TYPE_CHECKING:
+            import torch.nn.functional as F
+            from flash_attn import flash_attn_func
+        elif is_apex_available():
+            import apex
+        else:
+            apex = None
+        if typing.TYPE_CHECKING:
+            import torch.nn.attention.bias
+        import torch
+        match backend:
+            case "flash":
+                from flash_attn import flash_attn_func as fa
+            case "xformers":
+                try:
+                    import xformers.ops as xops
+                except ImportError:
+                    xops = None
+            case _:
+                if is_flash_attn_available():
+                    from flash_attn import fa
+                else:
+                    fa = torch.nn.functional.scaled_dot_product_attention
+        class Model:
+            if is_flash_attn_available():
+                from flash_attn import flash_attn_func as kernel
+            elif is_xformers_available():
+                from xformers.ops import memory_efficient_attention as kernel
+            else:
+                kernel = None
+            def forward(self):
+                try:
+                    from apex.normalization import FusedRMSNorm as Norm
+                except ImportError:
+                    if is_te_available():
+                        from transformer_engine.pytorch import RMSNorm as Norm
+                    else:
+                        Norm = torch.nn.RMSNorm
+        y = F.relu(torch.nn.attention.bias.x) + torch.nn.functional.gelu(fa)
+        """,
+    # names an import binds that another module-level binding may replace (another branch, a
+    # redefinition), and definitions before a gate that imports the name
+    "competing_bindings": """
+        def early(q):
+            return q
+        try:
+            from flash_attn import early
+        except ImportError:
+            pass
+        def shadowed(q):
+            return q
+        if is_flash_attn_2_available():
+            from flash_attn import shadowed
+        else:
+            shadowed = None
+        if USE_FLASH:
+            from flash_attn import a, b, c, d
+        else:
+            def a():
+                pass
+            class b:
+                pass
+            from .naive import c
+            d = None
+        match backend:
+            case "x":
+                from xformers.ops import e
+            case _:
+                e = make_e()
+        from apex.normalization import FusedLayerNorm as g
+        from apex.normalization import FusedLayerNorm as g
+        h = flash_attn_func = None
+        from flash_attn import flash_attn_func
+        flash_attn_func = torch.compile(flash_attn_func)
+        for _ in range(3):
+            from flash_attn import k
+        k, m = make()
+        try:
+            from flash_attn import n
+        except ImportError:
+            n = None
+        if n is None:
+            def n():
+                pass
+        """,
 }
 
 

@@ -233,8 +233,10 @@ class PackagesVisitor(AstVisitor):
 
     def _report_import(self, start: int, end: int, pkg: Package, what: str, stmt: ast.stmt) -> None:
         mine = [b for b in self.imports.statements if b.statement is stmt]
-        gated = any(b.gated for b in mine)
-        suffix = " (inside an availability gate)" if gated else ""
+        gated = any(b.gated for b in mine)  # an availability gate, or `if TYPE_CHECKING:` (no gate node)
+        in_gate = any(b.gate is not None for b in mine)
+        suffix = " (inside an availability gate)" if in_gate else \
+            " (under `if TYPE_CHECKING:`, never imported at run time)" if gated else ""
         unused = self._unused_import(mine, stmt)
         if unused is not None:
             edit, names = unused
@@ -252,7 +254,7 @@ class PackagesVisitor(AstVisitor):
             head = f"import of CUDA-only package {pkg.dist}"
         self._report_at(start, end, pkg.code, f"{head}: {what}{suffix}; {pkg.advice}",
                         fix=Applicability.NONE, data={"package": pkg.dist, "gated": gated})
-        if gated:
+        if in_gate:
             self._report_gate(start, end, pkg, mine)
 
     def _report_gate(self, start: int, end: int, pkg: Package, mine: list) -> None:

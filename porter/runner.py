@@ -1004,6 +1004,7 @@ def run(
         key = hashlib.blake2b(
             (settings.fingerprint() + repr(sorted(facts.pins.items()))
              + repr(sorted((k, sorted(v.items())) for k, v in facts.scopes.items()))
+             + code_stamp()  # another build of porter (an edited checkout, a reinstall) analyses afresh
              ).encode(), digest_size=8
         ).hexdigest()
         cache = Cache(root, key, Path(settings.cache_dir) if settings.cache_dir else None)

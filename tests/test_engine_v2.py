@@ -216,3 +216,29 @@ def test_warm_record_follows_the_lock_files_pins_come_from(tmp_path: Path, cache
     (tmp_path / "Pipfile").write_text('[packages]\ntorch = "==2.4.0"\n')
     _audit(tmp_path)
     assert loads == [1, 1]
+
+
+def test_the_per_file_cache_follows_the_code_stamp(tmp_path: Path, cache_home: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # two builds of porter with the same version (an edited checkout, a reinstall) must not share
+    # cached results: the per-file cache, like the warm record, is keyed on the code stamp
+    (tmp_path / "m.py").write_text("import torch\nx = torch.zeros(1).cuda()\n")
+    analysed: list[str] = []
+    real = runner.analyze
+
+    def counting(relpath: str, *args: object, **kwargs: object) -> object:
+        analysed.append(relpath)
+        return real(relpath, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runner, "analyze", counting)
+    settings = Settings(jobs=1)
+    express.clear_code_stamp()
+    try:
+        runner.run(tmp_path, [tmp_path / "m.py"], settings)
+        runner.run(tmp_path, [tmp_path / "m.py"], settings)
+        assert analysed == ["m.py"]  # the second run came from the cache
+        monkeypatch.setattr(express, "_STAMP", ["another build"])
+        runner.run(tmp_path, [tmp_path / "m.py"], settings)
+        assert analysed == ["m.py", "m.py"]
+    finally:
+        express.clear_code_stamp()

@@ -258,6 +258,33 @@ class BaseImportIndex:
             if old is None or not old.real or old.kind == "earlier":
                 self.fallbacks[key] = Fallback(name, gate, stmt, "import", True, module)
 
+    def _if(self, stmt: Any, *, gated: bool, toplevel: bool, gate: Gate | None, fallback_of: tuple[Gate, ...],
+            module_level: bool) -> None:
+        """An ``if`` and its ``elif`` chain, each ``elif`` walked as the ``if`` it is inside the
+        ``else`` branch before it: its test may be a probe (a gate of its own), and it and every
+        branch after it run when a probe before it failed (a fallback of that probe's gate). Each
+        tree's index supplies ``_walk``, ``_probe`` and the chain's shape: ``_elif`` (the ``elif``
+        continuing ``stmt``, or None) and ``_else`` (the final ``else:`` block's statements, or None)."""
+        self._conditional += 1  # every branch may not run
+        while True:
+            typing_only = self._typing_only(stmt.test)
+            probe = not typing_only and self._probe(stmt.test)  # type: ignore[attr-defined]
+            if probe:
+                self.gates.append(stmt)
+            self._walk(stmt.body, gated=gated or probe or typing_only, toplevel=toplevel,  # type: ignore[attr-defined]
+                       gate=stmt if probe else gate, fallback_of=fallback_of, module_level=module_level)
+            if probe:
+                fallback_of = (stmt, *fallback_of)
+            following = self._elif(stmt)  # type: ignore[attr-defined]
+            if following is None:
+                break
+            stmt = following
+        rest = self._else(stmt)  # type: ignore[attr-defined]
+        if rest is not None:
+            self._walk(rest, gated=gated, toplevel=toplevel, gate=gate,  # type: ignore[attr-defined]
+                       fallback_of=fallback_of, module_level=module_level)
+        self._conditional -= 1
+
     def _typing_only(self, test: Any) -> bool:
         """``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``): its body never runs, so what it
         imports is no run-time binding."""

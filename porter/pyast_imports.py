@@ -192,28 +192,11 @@ class AstImportIndex(BaseImportIndex):
                                module_level=module_level)
                 self._conditional -= 1
 
-    def _if(self, stmt: ast.If, *, gated: bool, toplevel: bool, gate: Gate | None, fallback_of: tuple[Gate, ...],
-            module_level: bool) -> None:
-        """An ``if`` and its ``elif`` chain, each ``elif`` walked as the ``if`` it is inside the
-        ``else`` branch before it: its test may be a probe (a gate of its own), and it and every
-        branch after it run when a probe before it failed (a fallback of that probe's gate)."""
-        self._conditional += 1  # every branch may not run
-        while True:
-            typing_only = self._typing_only(stmt.test)
-            probe = not typing_only and self._probe(stmt.test)
-            if probe:
-                self.gates.append(stmt)
-            self._walk(stmt.body, gated=gated or probe or typing_only, toplevel=toplevel,
-                       gate=stmt if probe else gate, fallback_of=fallback_of, module_level=module_level)
-            if probe:
-                fallback_of = (stmt, *fallback_of)
-            if not _is_elif(stmt):
-                break
-            stmt = stmt.orelse[0]  # type: ignore[assignment]
-        if stmt.orelse:
-            self._walk(stmt.orelse, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
-                       module_level=module_level)
-        self._conditional -= 1
+    def _elif(self, stmt: ast.If) -> ast.If | None:
+        return stmt.orelse[0] if _is_elif(stmt) else None  # type: ignore[return-value]
+
+    def _else(self, stmt: ast.If) -> list[ast.stmt] | None:
+        return stmt.orelse or None
 
     def _probe(self, test: ast.expr) -> bool:
         if isinstance(test, ast.Name):

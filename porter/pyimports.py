@@ -179,28 +179,11 @@ class ImportIndex(BaseImportIndex):
                                module_level=module_level)
                 self._conditional -= 1
 
-    def _if(self, stmt: cst.If, *, gated: bool, toplevel: bool, gate: Gate | None, fallback_of: tuple[Gate, ...],
-            module_level: bool) -> None:
-        """An ``if`` and its ``elif`` chain, each ``elif`` walked as the ``if`` it is inside the
-        ``else`` branch before it: its test may be a probe (a gate of its own), and it and every
-        branch after it run when a probe before it failed (a fallback of that probe's gate)."""
-        self._conditional += 1  # every branch may not run
-        while True:
-            typing_only = self._typing_only(stmt.test)
-            probe = not typing_only and self._probe(stmt.test)
-            if probe:
-                self.gates.append(stmt)
-            self._walk(stmt.body, gated=gated or probe or typing_only, toplevel=toplevel,
-                       gate=stmt if probe else gate, fallback_of=fallback_of, module_level=module_level)
-            if probe:
-                fallback_of = (stmt, *fallback_of)
-            if not isinstance(stmt.orelse, cst.If):
-                break
-            stmt = stmt.orelse
-        if stmt.orelse is not None:
-            self._walk(stmt.orelse.body, gated=gated, toplevel=toplevel, gate=gate, fallback_of=fallback_of,
-                       module_level=module_level)
-        self._conditional -= 1
+    def _elif(self, stmt: cst.If) -> cst.If | None:
+        return stmt.orelse if isinstance(stmt.orelse, cst.If) else None
+
+    def _else(self, stmt: cst.If) -> object | None:
+        return stmt.orelse.body if isinstance(stmt.orelse, cst.Else) else None
 
     def _probe(self, test: cst.BaseExpression) -> bool:
         if isinstance(test, cst.Name):

@@ -14,8 +14,9 @@ from pathlib import Path
 from porter.codemods.warp_size import _I, _NONE, NAME
 from porter.codemods.warp_size.engine import HEADER, LOGICAL, PHYSICAL, Analyser, Site, analyse
 from porter.codemods.warp_size.hip_alias import broadcast_aliases, call_sites
-from porter.codemods.warp_size.preproc import CUDA, HIP, scan
+from porter.codemods.warp_size.preproc import CUDA, HIP, Scan, scan
 from porter.codemods.warp_size.reach import OVERLOAD_DECL, hip_unreached_headers
+from porter.codemods.warp_size.symbols import Symbols
 from porter.findings import Category, Edit, Finding
 from porter.framework import FileContext
 
@@ -76,6 +77,7 @@ PLATFORM_FACT = "warp_platform_macros"
 WARP_HEADERS_FACT = "warp_collective_headers"
 UNREACHED_FACT = "warp_hip_unreached_headers"
 BROADCAST_FACT = "warp_hip_broadcast_aliases"
+ARCH_CONST_FACT = "warp_arch_constants"
 _RAW_COLLECTIVE = re.compile(rb"\b(__shfl(?:_up|_down|_xor)?(?:_sync)?|__ballot(?:_sync)?|__any_sync|__all_sync|"
                              rb"__activemask|__syncwarp)\s*\(")
 _LOCAL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
@@ -98,6 +100,7 @@ def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
     collective: dict[str, set[str]] = {}
     overloads: list[str] = []
     broadcasts: dict[str, int] = {}
+    arch: dict[str, set[tuple[int, int]]] = {}
     for rel in relpaths:
         if not rel.endswith((".h", ".cuh", ".hpp", ".hh", ".hxx", ".inl")):
             continue
@@ -125,7 +128,12 @@ def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
         for d in sc.defines:
             where.setdefault(d.name, set()).update(c for c in (CUDA, HIP) if d.active[c] != 0)
         broadcasts.update(broadcast_aliases(sc))
+        for name, values in _arch_constants(sc).items():
+            arch.setdefault(name, set()).add(values)
     out: dict[str, tuple] = {}
+    consts = tuple(sorted((n, *next(iter(v))) for n, v in arch.items() if len(v) == 1))
+    if consts:
+        out[ARCH_CONST_FACT] = consts
     warp_headers = {h for h, called in collective.items() if called - names}  # the repo's own shims do not count
     if warp_headers:
         out[WARP_HEADERS_FACT] = tuple(sorted(warp_headers))
@@ -146,21 +154,65 @@ def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
     return out
 
 
+def _arch_constants(sc: Scan) -> dict[str, tuple[int, int]]:
+    """Warp constants a header defines per platform: 32 for CUDA, a wider value (64) for HIP.
+
+    ``#if MY_HIP / #if IS_CDNA / #define LIB_WARP 64 ...``: a kernel in another file that sizes its
+    warps with the name spans the wavefront on AMD, so no 32-lane pin may be applied there.
+    """
+    views = {c: Symbols() for c in (CUDA, HIP)}
+    for c, sym in views.items():
+        sym.defines.update({k: v for k, v in sc.view(c).items() if v})
+    out: dict[str, tuple[int, int]] = {}
+    for name in {d.name for d in sc.defines}:
+        cv, hv = views[CUDA].value(name), views[HIP].value(name)
+        if cv == 32 and isinstance(hv, int) and hv > cv and hv % 32 == 0:
+            out[name] = (cv, hv)
+    return out
+
+
+_SYCL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"](?:sycl/sycl\.hpp|CL/sycl\.hpp)[>"]', re.M)
+
+
+_GUARD = re.compile(r"\A((?:[ \t]*(?://[^\n]*)?\n|[ \t]*/\*.*?\*/[ \t]*\n)*)[ \t]*#[ \t]*ifndef[ \t]+(\w+)"
+                    r"([ \t]*\n[ \t]*#[ \t]*define[ \t]+\2\b)", re.S)
+
+
+def _sycl_source(text: str) -> bool:
+    """A SYCL translation (an Intel XPU port next to the CUDA code) includes the SYCL runtime in code that
+    both the CUDA and the HIP configurations would compile: neither nvcc nor hipcc builds such a file, and
+    leftover CUDA intrinsics in it (uninstantiated templates) are not the CUDA build's."""
+    if "sycl" not in text:
+        return False
+    ms = list(_SYCL_INCLUDE.finditer(text))
+    if not ms:
+        return False
+    sc = scan(_GUARD.sub(r"\1#if 1\3", text, count=1))  # an include guard is not a condition
+    for m in ms:
+        line = text.count("\n", 0, m.start())
+        if line < len(sc.status) and sc.status[line][CUDA] == 1 and sc.status[line][HIP] == 1:
+            return True
+    return False
+
+
 def check_cuda(ctx: FileContext) -> list[Finding]:
     if posixpath.basename(ctx.relpath) == HEADER:
         return []  # porter's own header: its raw intrinsics are the implementation
+    if _sycl_source(ctx.text):
+        return []
     strategy = _strategy(ctx)
     shims = frozenset(ctx.facts.extra.get(SHIMS_FACT, ()))
     known = dict(ctx.facts.extra.get(PLATFORM_FACT, ()))
     headers = set(ctx.facts.extra.get(WARP_HEADERS_FACT, ()))
     includes_warp = bool(headers) and any(posixpath.basename(m.group(1)) in headers
                                           for m in _LOCAL_INCLUDE.finditer(ctx.text))
-    a = analyse(ctx.text, strategy, ctx.cache, shims, known, includes_warp)
+    arch = {n: (cv, hv) for n, cv, hv in ctx.facts.extra.get(ARCH_CONST_FACT, ())}
+    a = analyse(ctx.text, strategy, ctx.cache, shims, known, includes_warp, arch)
     extra: list[Finding] = []
     if strategy == PHYSICAL and a.physical_blockers:
         byte, why = a.physical_blockers[0]
         pos = a.c(byte)
-        a = analyse(ctx.text, LOGICAL, ctx.cache, shims, known, includes_warp)
+        a = analyse(ctx.text, LOGICAL, ctx.cache, shims, known, includes_warp, arch)
         extra.append(ctx.finding("PRT523", f"physical warp strategy not applied to this file ({why} at line "
                                  f"{ctx.position(pos)[0]}); porter used the logical 32-lane warp instead.", pos, pos))
     unreached = dict(ctx.facts.extra.get(UNREACHED_FACT, ()))

@@ -196,11 +196,24 @@ class Physical:
             named = [c for c in args.named_children if c.type != "comment"] if args is not None else []
             if len(named) < 2:
                 continue
-            dims = [self.sym.value(self.t(x)) for x in named[1:2]]
+            arg = self.t(named[1]).strip()
+            if arg in self._scoped_consts():
+                continue  # declared with other values in other scopes of the file: no single size
+            dims = [self.hsym.value(arg)]  # the size hipcub sees: a per-platform warp constant is 64 there
             if dims and dims[0] is not None and dims[0] % 64 != 0:
                 self.site("PRT525", node, f"`{name}` with a block of {dims[0]} threads: hipcub's block "
                           "primitives need block sizes that are a multiple of the 64-lane wavefront on CDNA "
                           "(warp-level storage is per physical warp). Use a multiple of 64.")
+
+    def _scoped_consts(self) -> set[str]:
+        """Constant names the file declares more than once with different initialisers (local
+        `constexpr int THREADS = ...` in several kernels): the file-wide table holds only one of them."""
+        if "_scoped" not in self.__dict__:
+            seen: dict[str, set[str]] = {}
+            for m in self._CONST_DECL.finditer(self.text):
+                seen.setdefault(m.group(1), set()).add(re.sub(r"\s+", "", m.group(2)))
+            self.__dict__["_scoped"] = {n for n, bodies in seen.items() if len(bodies) > 1}
+        return self.__dict__["_scoped"]
 
     def _mma_guard(self) -> None:
         """MMA fragment code: report once per function and drop porter's edits inside it."""

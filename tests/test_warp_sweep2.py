@@ -159,3 +159,48 @@ def test_sycl_translation_is_not_a_cuda_file(include: str) -> None:
 def test_sycl_include_under_a_platform_branch_does_not_hide_the_file() -> None:
     src = SYCL_HEADER.replace("#include <sycl/sycl.hpp>\n", "#ifdef PROJ_BUILD_XPU\n#include <sycl/sycl.hpp>\n#endif\n")
     assert [f.code for f in findings(src, "shim.h", family="warp_size") if f.code == "PRT501"] == ["PRT501"]
+
+
+TORCH_HELPER_ROWS = """\
+#include <ATen/cuda/DeviceUtils.cuh>
+template <typename U>
+__device__ void row_stats(U& mean, U& var) {
+  // one 32-lane row per threadIdx.y: pairwise merge inside the row
+  for (int s = 0; s <= 4; ++s) {
+    int other = (threadIdx.x + (1 << s)) & 31;
+    U m2 = WARP_SHFL(mean, other);
+    U v2 = WARP_SHFL(var, other);
+    mean = (mean + m2) / 2;
+    var = (var + v2) / 2;
+  }
+  if (blockDim.y == 1) mean = WARP_SHFL(mean, 0);
+}
+"""
+
+
+def test_torch_shuffle_helper_without_width_on_a_masked_lane_is_reported() -> None:
+    got = [f for f in findings(TORCH_HELPER_ROWS, "ln.cu", family="warp_size") if f.code == "PRT508"]
+    assert [(f.line, f.fix) for f in got] == [(7, Applicability.NONE), (8, Applicability.NONE)]
+    assert "warpSize" in got[0].message and "32" in got[0].message
+    assert fixed(TORCH_HELPER_ROWS, "ln.cu", family="warp_size") == TORCH_HELPER_ROWS
+
+
+@pytest.mark.parametrize("change", [
+    ("WARP_SHFL(mean, other)", "WARP_SHFL(mean, other, 32)"),  # explicit width
+    ("#include <ATen/cuda/DeviceUtils.cuh>\n", "#include <ATen/cuda/DeviceUtils.cuh>\n"
+     "#define WARP_SHFL(v, l) __shfl_sync(0xffffffffu, v, l, 32)\n"),  # the file's own helper
+    ("#include <ATen/cuda/DeviceUtils.cuh>\n", "#include \"my_utils.cuh\"\n"),  # not PyTorch's
+])
+def test_torch_shuffle_helper_cases_that_are_not_reported(change: tuple[str, str]) -> None:
+    src = TORCH_HELPER_ROWS.replace(*change)
+    lines = [f.line for f in findings(src, "ln.cu", family="warp_size")
+             if f.code == "PRT508" and "PyTorch" in f.message]
+    assert 7 not in lines
+
+
+def test_torch_shuffle_helper_in_a_branch_hip_never_takes_is_not_reported() -> None:
+    body = ("    U m2 = WARP_SHFL(mean, other);\n")
+    src = TORCH_HELPER_ROWS.replace(body, "    U m2;\n    if (USE_ROCM) {\n      m2 = WARP_SHFL_DOWN(mean, 1);\n"
+                                    "    } else {\n      m2 = WARP_SHFL(mean, other);\n    }\n")
+    got = [f.line for f in findings(src, "ln.cu", family="warp_size") if f.code == "PRT508"]
+    assert got == [13]  # only the unguarded `WARP_SHFL(var, other)`

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from porter.codemods.warp_size import _I, _NONE, NAME
 from porter.codemods.warp_size.engine import HEADER, LOGICAL, PHYSICAL, Analyser, Site, analyse
-from porter.codemods.warp_size.hip_alias import broadcast_aliases, call_sites
-from porter.codemods.warp_size.preproc import CUDA, HIP, Scan, scan
+from porter.codemods.warp_size.hip_alias import broadcast_aliases, call_sites, torch_broadcast, torch_call_sites
+from porter.codemods.warp_size.preproc import CUDA, HIP, Scan, hip_defined, scan
 from porter.codemods.warp_size.reach import OVERLOAD_DECL, hip_unreached_headers
 from porter.codemods.warp_size.symbols import Symbols
 from porter.findings import Category, Edit, Finding
@@ -227,6 +227,8 @@ def _hip_broadcasts(ctx: FileContext, a: Analyser) -> list[Finding]:
     if a.scan is not None:
         aliases.update(broadcast_aliases(a.scan))
     out: list[Finding] = []
+    if torch_broadcast(ctx.text):
+        out.extend(_torch_broadcasts(ctx, a))
     if not aliases:
         return out
     for f in a.funcs:
@@ -242,6 +244,45 @@ def _hip_broadcasts(ctx: FileContext, a: Analyser) -> list[Finding]:
                                    "Give the HIP branch an explicit width of 32 (`__shfl(var, lane, 32)`); porter "
                                    "reports the hand port and does not rewrite it.", base + start, base + end))
     return out
+
+
+def _torch_broadcasts(ctx: FileContext, a: Analyser) -> list[Finding]:
+    """PyTorch's width-less `WARP_SHFL(v, lane)` with a lane masked to 32 in device code."""
+    out: list[Finding] = []
+    for f in a.funcs:
+        body = f.node.child_by_field_name("body")
+        if f.kind == "host" or body is None:
+            continue
+        base = a.c(body.start_byte)
+        for start, end, name, lane in torch_call_sites(f.text):
+            at = body.start_byte + len(f.text[:start].encode("utf-8", "surrogatepass"))
+            if _not_on_hip(a.tree.root_node.descendant_for_byte_range(at, at + 1), a):
+                continue
+            out.append(ctx.finding("PRT508", f"`{name}(..., {lane})` is PyTorch's shuffle helper without a width: "
+                                   "its width defaults to `warpSize`, 64 on CDNA, so the 32-lane source lane "
+                                   f"`{lane}` is an absolute lane of the wavefront and lanes 32..63 read the "
+                                   "first 32 lanes' values. Pass the width of the lane arithmetic "
+                                   f"(`{name}(value, {lane}, 32)`) or port the reduction to the wavefront; porter "
+                                   "reports it and does not rewrite it.", base + start, base + end))
+    return out
+
+
+def _not_on_hip(node, a: Analyser) -> bool:
+    """``node`` sits in the branch of a run-time platform test (`if (USE_ROCM) ... else <here>`,
+    `if (!USE_ROCM) <here>`) that HIP never takes."""
+    child, p = node, node.parent if node is not None else None
+    while p is not None:
+        if p.type == "if_statement":
+            cond = p.child_by_field_name("condition")
+            ct = re.sub(r"[\s()]", "", a.t(cond)) if cond is not None else ""
+            neg = ct.startswith("!")
+            name = ct[1:] if neg else ct
+            if re.fullmatch(r"[A-Za-z_]\w*", name) and hip_defined(name):
+                branch = p.child_by_field_name("consequence" if neg else "alternative")
+                if branch is not None and branch.start_byte <= child.start_byte < branch.end_byte:
+                    return True
+        child, p = p, p.parent
+    return False
 
 
 def _unreached_overloads(sites: list[Site], macros: tuple[str, ...]) -> None:

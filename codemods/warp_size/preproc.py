@@ -70,6 +70,11 @@ def _builtin(name: str, config: str) -> tuple[bool, int | None] | None:
     return None
 
 
+def hip_defined(name: str) -> bool:
+    """A platform macro that every HIP build defines as true (`USE_ROCM`, `__HIP_PLATFORM_AMD__`)."""
+    return _builtin(name, HIP) == (True, 1)
+
+
 @dataclass
 class Define:
     name: str

@@ -20,7 +20,7 @@ import pytest
 
 from porter.codemods.warp_size.preproc import CUDA, HIP, scan
 from porter.config import Settings
-from porter.findings import Applicability
+from porter.findings import Applicability, Severity
 from porter.runner import run
 from porter.testing import findings, fixed
 
@@ -204,3 +204,34 @@ def test_torch_shuffle_helper_in_a_branch_hip_never_takes_is_not_reported() -> N
                                     "    } else {\n      m2 = WARP_SHFL(mean, other);\n    }\n")
     got = [f.line for f in findings(src, "ln.cu", family="warp_size") if f.code == "PRT508"]
     assert got == [13]  # only the unguarded `WARP_SHFL(var, other)`
+
+
+TILE_KERNEL = """\
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void tile_max(const float* x, float* out) {
+  cg::thread_block b = cg::this_thread_block();
+  cg::thread_block_tile<32> t = cg::tiled_partition<32>(b);
+  __shared__ float part[32];
+  int row = threadIdx.x >> 5;
+  int lane = threadIdx.x & 31;
+  float m = x[threadIdx.x];
+  for (int i = 1; i < 32; i <<= 1) m = fmaxf(m, t.shfl_xor(m, i));
+  if (lane == 0) part[row] = m;
+  b.sync();
+  if (threadIdx.x == 0) out[blockIdx.x] = part[0];
+}
+"""
+
+
+def test_tile_of_32_indexed_with_32_lane_arithmetic_is_a_note() -> None:
+    got = [f for f in findings(TILE_KERNEL, "t.cu", family="warp_size") if f.code == "PRT513"]
+    assert got and all(f.severity == Severity.INFO for f in got)
+
+
+@pytest.mark.parametrize("change", [("int row = threadIdx.x >> 5;", "int row = t.meta_group_rank();"),
+                                    ("int lane = threadIdx.x & 31;", "int lane = threadIdx.x % warpSize;")])
+def test_tile_of_32_next_to_another_warp_width_stays_a_warning(change: tuple[str, str]) -> None:
+    got = [f for f in findings(TILE_KERNEL.replace(*change), "t.cu", family="warp_size")
+           if f.code == "PRT513" and "tiled_partition" in f.message]
+    assert got and all(f.severity != Severity.INFO for f in got)  # (None: the rule's own warning)

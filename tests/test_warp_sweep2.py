@@ -235,3 +235,33 @@ def test_tile_of_32_next_to_another_warp_width_stays_a_warning(change: tuple[str
     got = [f for f in findings(TILE_KERNEL.replace(*change), "t.cu", family="warp_size")
            if f.code == "PRT513" and "tiled_partition" in f.message]
     assert got and all(f.severity != Severity.INFO for f in got)  # (None: the rule's own warning)
+
+
+WAVE_PORT = """\
+template <typename T>
+__device__ T block_tail_sum(T* x, T v) {
+  int t = threadIdx.x;
+  if (t < warpSize) {
+    v = x[t] + x[t + warpSize];
+    for (int i = warpSize / 2; i > 0; i >>= 1) {
+#ifdef USE_ROCM
+      v = v + __shfl_down(v, i);
+#else
+      v = v + __shfl_down_sync(0xffffffff, v, i);
+#endif
+    }
+  }
+  return v;
+}
+"""
+
+
+def test_warpsize_next_to_a_wavefront_wide_hip_branch_is_that_ports_warp() -> None:
+    got = findings(WAVE_PORT, "shim.h", family="warp_size")
+    assert not [f for f in got if f.code == "PRT521"]
+    assert fixed(WAVE_PORT, "shim.h", family="warp_size") == WAVE_PORT
+
+
+def test_warpsize_next_to_a_32_lane_hip_branch_is_still_reported() -> None:
+    src = WAVE_PORT.replace("__shfl_down(v, i);", "__shfl_down(v, i, 32);")
+    assert [f for f in findings(src, "shim.h", family="warp_size") if f.code == "PRT521"]

@@ -8,7 +8,8 @@ import re
 from porter.findings import Applicability
 
 from .common import CALLED, LOGICAL, PHYSICAL
-from .preproc import HIP
+from .hip_alias import _args
+from .preproc import CUDA, HIP
 
 
 class Physical:
@@ -60,6 +61,10 @@ class Physical:
         if shim_spans:  # device warpSize there is the repository's physical port: consistent, not a hazard
             self.sites = [s for s in self.sites
                           if not (s.code == "PRT521" and any(a <= s.start < b for a, b in shim_spans))]
+        wave_spans = self._hip_wave_functions()
+        if wave_spans:  # the same, with the port's wavefront-wide shuffles written in the function's HIP branch
+            self.sites = [s for s in self.sites
+                          if not (s.code == "PRT521" and any(a <= s.start < b for a, b in wave_spans))]
         for s in self.sites:
             if self.strategy == LOGICAL and s.code in self._PIN_CODES and s.edits and any(
                     a <= s.start < b for a, b in shim_spans):
@@ -87,6 +92,37 @@ class Physical:
                               "(PORTER_WARP_SIZE) or by hand.")
                 s.edits, s.fix, s.needs_header = [], Applicability.NONE, False
                 break
+
+    _LEGACY = re.compile(r"\b__shfl(?:_up|_down|_xor)?\s*\(")
+
+    def _hip_wave_functions(self) -> list[tuple[int, int]]:
+        """Device functions whose human-written HIP-only branch shuffles over the whole wavefront (a legacy
+        `__shfl*` without a width, or with `warpSize`): `warpSize` in their shared code is that port's
+        physical warp, consistent with those shuffles (apex's `#ifdef USE_ROCM __shfl_down(v, i)` next to a
+        `for (i = warpSize / 2; ...)` loop), so PRT521's 32-lane pin would break the port."""
+        original = getattr(self, "original", self.text)
+        if self.scan is None or original is self.text or "__shfl" not in original:
+            return []
+        st, pos, regions = self.scan.status, 0, []
+        for i, line in enumerate(self.scan.lines):
+            if st[i][HIP] != 0 and st[i][CUDA] == 0:
+                regions.append((pos, pos + len(line)))
+            pos += len(line)
+        wide = []
+        for a, b in regions:
+            chunk = original[a:b]
+            for m in self._LEGACY.finditer(chunk):
+                args = _args(chunk, m.end())
+                if args is not None and (len(args) == 2 or len(args) == 3 and args[2].strip() == "warpSize"):
+                    wide.append(a + m.start())
+        out = []
+        for f in self.funcs:
+            if f.kind == "host":
+                continue
+            a, b = self.c(f.start), self.c(f.end)
+            if any(a <= w < b for w in wide):
+                out.append((a, b))
+        return out
 
     def _arch_functions(self) -> None:
         """Warp-size functions that return 64 on a HIP path (`#if ... __GFX9__ ... return 64`)."""

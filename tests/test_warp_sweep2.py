@@ -265,3 +265,17 @@ def test_warpsize_next_to_a_wavefront_wide_hip_branch_is_that_ports_warp() -> No
 def test_warpsize_next_to_a_32_lane_hip_branch_is_still_reported() -> None:
     src = WAVE_PORT.replace("__shfl_down(v, i);", "__shfl_down(v, i, 32);")
     assert [f for f in findings(src, "shim.h", family="warp_size") if f.code == "PRT521"]
+
+
+def test_tile_sized_by_a_header_warp_constant_of_32_on_both_platforms_is_a_note(tmp_path: Path) -> None:
+    kernel = TILE_KERNEL.replace("#include <cooperative_groups.h>", "#include <cooperative_groups.h>\n#include \"sizes.h\"")
+    kernel = kernel.replace("thread_block_tile<32> t = cg::tiled_partition<32>(b)",
+                            "thread_block_tile<WARP_SIZE> t = cg::tiled_partition<WARP_SIZE>(b)")
+    _tree(tmp_path, {"csrc/sizes.h": "#pragma once\n#define WARP_SIZE 32\n", "csrc/tile.cu": kernel})
+    got = [f for f in _audit(tmp_path) if f.code == "PRT513"]
+    assert got and all(f.severity == Severity.INFO for f in got)
+    # another header of the tree gives the name another value: porter cannot tell which one the file sees
+    _tree(tmp_path, {"csrc/other/sizes_hip.h": "#pragma once\n#ifdef USE_ROCM\n#define WARP_SIZE 64\n#else\n"
+                                               "#define WARP_SIZE 32\n#endif\n"})
+    got = [f for f in _audit(tmp_path) if f.code == "PRT513"]
+    assert got and all(f.severity != Severity.INFO for f in got)

@@ -16,7 +16,7 @@ from porter.codemods.warp_size.engine import HEADER, LOGICAL, PHYSICAL, Analyser
 from porter.codemods.warp_size.hip_alias import broadcast_aliases, call_sites, torch_broadcast, torch_call_sites
 from porter.codemods.warp_size.preproc import CUDA, HIP, Scan, hip_defined, scan
 from porter.codemods.warp_size.reach import OVERLOAD_DECL, hip_unreached_headers
-from porter.codemods.warp_size.symbols import Symbols
+from porter.codemods.warp_size.symbols import WARP_NAME, Symbols
 from porter.findings import Category, Edit, Finding
 from porter.framework import FileContext
 
@@ -82,6 +82,7 @@ _RAW_COLLECTIVE = re.compile(rb"\b(__shfl(?:_up|_down|_xor)?(?:_sync)?|__ballot(
                              rb"__activemask|__syncwarp)\s*\(")
 _LOCAL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
 _PLATFORM_HINT = re.compile(rb"HIP|ROCM|__CUDA_ARCH__|__NVCC__|_sync\s*\(")
+_WARP_DEFINE = re.compile(rb"#[ \t]*define[ \t]+\w*(?:WARP|[Ww]arp|WAVE|[Ww]ave)")
 _SHIM_DEF = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+(__shfl(?:_up|_down|_xor)?_sync|__ballot_sync|__any_sync|__all_sync|"
                        rb"__activemask|__syncwarp)[ \t]*\(", re.M)
 
@@ -117,7 +118,7 @@ def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
         called = {m.group(1).decode() for m in _RAW_COLLECTIVE.finditer(data)}
         if called:
             collective[posixpath.basename(rel)] = called
-        if b"#" not in data or not _PLATFORM_HINT.search(data):
+        if b"#" not in data or not (_PLATFORM_HINT.search(data) or _WARP_DEFINE.search(data)):
             continue
         text = data.decode("utf-8", "replace")
         sc = scan(text)
@@ -155,7 +156,8 @@ def repo_facts(root: Path, relpaths: Sequence[str]) -> dict[str, tuple]:
 
 
 def _arch_constants(sc: Scan) -> dict[str, tuple[int, int]]:
-    """Warp constants a header defines per platform: 32 for CUDA, a wider value (64) for HIP.
+    """Warp constants a header defines per platform: 32 for CUDA, a wider value (64) for HIP; and
+    warp-named constants that are 32 on both (`#define WARP_SIZE 32`: only tile checks read those).
 
     ``#if MY_HIP / #if IS_CDNA / #define LIB_WARP 64 ...``: a kernel in another file that sizes its
     warps with the name spans the wavefront on AMD, so no 32-lane pin may be applied there.
@@ -166,7 +168,7 @@ def _arch_constants(sc: Scan) -> dict[str, tuple[int, int]]:
     out: dict[str, tuple[int, int]] = {}
     for name in {d.name for d in sc.defines}:
         cv, hv = views[CUDA].value(name), views[HIP].value(name)
-        if cv == 32 and isinstance(hv, int) and hv > cv and hv % 32 == 0:
+        if cv == 32 and isinstance(hv, int) and (hv > cv and hv % 32 == 0 or hv == 32 and WARP_NAME.match(name)):
             out[name] = (cv, hv)
     return out
 

@@ -50,9 +50,18 @@ class Constants:
         self.sym.defines.setdefault("C10_WARP_SIZE", "32")
         self._header_arch()
 
+    def header_value(self, name: str) -> int | None:
+        """The HIP value of a warp constant from the file or, failing that, from the tree's headers."""
+        v = self.hsym.value(name)
+        if v is None and name in getattr(self, "header_arch", {}) and name not in self.hsym.defines:
+            v = self.header_arch[name][1]
+        return v
+
     def _header_arch(self) -> None:
         """Per-platform warp constants of the tree's headers (32 on CUDA, 64 on HIP); the file's own win."""
         for name, (cv, hv) in getattr(self, "header_arch", {}).items():
+            if cv == hv:
+                continue  # same on both platforms: read by the tile check only (header_value)
             if name not in self.sym.defines and name not in self.hsym.defines:
                 self.sym.defines[name] = str(cv)
                 self.hsym.defines[name] = str(hv)

@@ -432,7 +432,7 @@ class Rules:
         `meta_group_rank/size` (tiles of the group, reported on their own), no `warpSize` and no
         constant that is 64 under HIP. Its tiles are then porter's logical warp: a note, not work."""
         f = self.func_at(node.start_byte)
-        if f is None or f.kind == "host" or self.hsym.value(size) != 32:
+        if f is None or f.kind == "host" or self.header_value(size) != 32:
             return False  # (a size porter cannot read in the HIP view stays a warning)
         return not re.search(r"\bmeta_group_(?:rank|size)\b|\bwarpSize\b", f.text) and not self.arch_name(f.text)
 

@@ -104,10 +104,17 @@ def test_a_header_nothing_includes_is_treated_as_reached(tmp_path: Path) -> None
     assert _kinds(_prt524(tmp_path)) == ["error"]
 
 
-@pytest.mark.parametrize("cond", ["#if CUDA_VERSION >= 9000", "#ifdef __SOME_RESERVED", "#if TORCH_HIP_VERSION"])
+@pytest.mark.parametrize("cond", ["#if THRUST_VERSION >= 100000", "#ifdef __SOME_RESERVED", "#if TORCH_HIP_VERSION"])
 def test_toolkit_and_reserved_macros_are_never_assumed_undefined(tmp_path: Path, cond: str) -> None:
     _backend_tree(tmp_path, **{"csrc/common/roll_kernel.cuh": KERNEL_HEADER.replace("#ifdef LIB_USE_OTHERFW", cond)})
     assert _kinds(_prt524(tmp_path)) == ["error"]
+
+
+@pytest.mark.parametrize("cond", ["#if CUDA_VERSION >= 9000", "#ifdef CUDART_VERSION"])
+def test_cuda_toolkit_version_branch_is_not_compiled_by_hip(tmp_path: Path, cond: str) -> None:
+    # The AMD HIP headers define neither CUDA toolkit version macro, so HIP compiles the `#else`.
+    _backend_tree(tmp_path, **{"csrc/common/roll_kernel.cuh": KERNEL_HEADER.replace("#ifdef LIB_USE_OTHERFW", cond)})
+    assert _kinds(_prt524(tmp_path)) == ["note"]
 
 
 def test_one_unguarded_include_path_is_enough_to_reach_the_header(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ _SAFE, _UNSAFE, _NONE = Applicability.SAFE, Applicability.UNSAFE, Applicability.
 _CUDA_TOKENS = ("__shfl", "__ballot", "__any", "__all", "__activemask", "__syncwarp", "warpSize",
                 "__AMDGCN_WAVEFRONT_SIZE", "WarpReduce", "WarpScan", "tiled_partition", "__match_", "__reduce_",
                 "laneid", "lanemask", "C10_WARP_SIZE", "mma.sync", "wmma", "__fns", "volatile", "CUB_WARP_THREADS",
-                "BlockReduce", "BlockScan", ".ballot(", "<<<")
+                "BlockReduce", "BlockScan", ".ballot(", "<<<", "WARP_SHFL")
 _PY_TOKENS = ("31) // 32", "num_warps", "warps *")
 
 _TABLE = (

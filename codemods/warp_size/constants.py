@@ -35,6 +35,7 @@ class Constants:
         self.hsym.defines.update({"C10_WARP_SIZE": "64", "__AMDGCN_WAVEFRONT_SIZE": "64",
                                   "__AMDGCN_WAVEFRONT_SIZE__": "64"})
         if self.scan is None:
+            self._header_arch()
             return
         for sym, config in ((self.sym, CUDA), (self.hsym, HIP)):
             for name, body in self.scan.view(config).items():
@@ -47,6 +48,23 @@ class Constants:
                     if self.scan.status[i][config] == 1 or m.group(1) not in sym.consts:
                         sym.consts[m.group(1)] = m.group(2).strip()
         self.sym.defines.setdefault("C10_WARP_SIZE", "32")
+        self._header_arch()
+
+    def header_value(self, name: str) -> int | None:
+        """The HIP value of a warp constant from the file or, failing that, from the tree's headers."""
+        v = self.hsym.value(name)
+        if v is None and name in getattr(self, "header_arch", {}) and name not in self.hsym.defines:
+            v = self.header_arch[name][1]
+        return v
+
+    def _header_arch(self) -> None:
+        """Per-platform warp constants of the tree's headers (32 on CUDA, 64 on HIP); the file's own win."""
+        for name, (cv, hv) in getattr(self, "header_arch", {}).items():
+            if cv == hv:
+                continue  # same on both platforms: read by the tile check only (header_value)
+            if name not in self.sym.defines and name not in self.hsym.defines:
+                self.sym.defines[name] = str(cv)
+                self.hsym.defines[name] = str(hv)
 
     def arch_value(self, name: str) -> int | None:
         """The HIP value of a warp constant whose CUDA value differs (64 vs 32), else None."""

@@ -166,11 +166,13 @@ class Analyser(Offsets, Constants, Intrinsics, Rules, Physical):
 
 def analyse(text: str, strategy: str = LOGICAL, cache: dict | None = None,
             shims: frozenset[str] = frozenset(), known: Mapping[str, str] | None = None,
-            includes_warp: bool = False) -> Analyser:
+            includes_warp: bool = False, arch: Mapping[str, tuple[int, int]] | None = None) -> Analyser:
     """Analyse ``text``; ``shims`` are warp intrinsics the repository redefines for HIP itself,
-    ``known`` the macros its headers define on one platform only (see ``preproc.scan``)."""
+    ``known`` the macros its headers define on one platform only (see ``preproc.scan``), ``arch`` the
+    warp constants its headers define per platform (name -> CUDA value, HIP value)."""
     masked, sc = mask(text, known=known)
     a = Analyser(masked, strategy, cache if masked is text else None, sc, shims)
+    a.header_arch = dict(arch or {})
     a.includes_warp = includes_warp
     a.original = text
     a.run()

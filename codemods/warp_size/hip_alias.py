@@ -93,6 +93,44 @@ def lane_index_32(expr: str, body: str, value) -> bool:
     return False
 
 
+# PyTorch's `ATen/cuda/DeviceUtils.cuh` broadcast helper: `WARP_SHFL(value, srcLane, width = warpSize, mask)`.
+# Without a width it is, on ROCm, the legacy `__shfl` over the whole wavefront (warpSize is 64 on CDNA).
+TORCH_BROADCAST = "WARP_SHFL"
+_TORCH_UTILS = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]ATen/cuda/DeviceUtils\.cuh[>"]', re.M)
+_OWN_HELPER = re.compile(r"#[ \t]*define[ \t]+WARP_SHFL\b|\bWARP_SHFL\s*\([^;{}]*\)\s*(?:const\s*)?\{")
+
+
+def torch_broadcast(text: str) -> bool:
+    """The file includes PyTorch's device helpers and does not define a `WARP_SHFL` of its own."""
+    return "DeviceUtils" in text and bool(_TORCH_UTILS.search(text)) and not _OWN_HELPER.search(text)
+
+
+def masked_lane_var(name: str, body: str) -> bool:
+    """Every assignment to variable ``name`` in ``body`` ends in a 32-lane mask (``x = (t + k) & 31``)."""
+    if not re.fullmatch(r"[A-Za-z_]\w*", name):
+        return False
+    inits = re.findall(rf"\b{re.escape(name)}\s*=(?!=)\s*([^;]+);", body)
+    return bool(inits) and all(re.search(r"&\s*(?:31|0x1[fF]|\(\s*32\s*-\s*1\s*\))\s*$", i.strip()) for i in inits)
+
+
+def torch_call_sites(body: str) -> list[tuple[int, int, str, str]]:
+    """Width-less `WARP_SHFL(v, lane)` calls whose lane is a 32-lane index computed from the thread
+    (a masked expression, or a variable every assignment of which is masked) in one function body.
+    A literal lane is left alone: with one 32-lane row per block (`blockDim.y == 1`) it is right."""
+    if TORCH_BROADCAST not in body:
+        return []
+    out = []
+    for m in re.finditer(rf"\b{TORCH_BROADCAST}\s*\(", body):
+        args = _args(body, m.end())
+        if args is None or len(args) != 2:
+            continue  # an explicit width (or a mask): the author chose it
+        lane = args[1].strip()
+        if LANE_ARITH_32.search(lane) and re.search(r"\b(?:threadIdx|lane|tid)\w*", lane) or masked_lane_var(
+                lane, body):
+            out.append((m.start(), m.end(), TORCH_BROADCAST, lane))
+    return out
+
+
 def call_sites(body: str, aliases: Mapping[str, int], value) -> list[tuple[int, int, str, str]]:
     """(start, end, macro, lane expression) of each 32-lane broadcast through an alias in one
     function body that splits the thread index into 32-lane warps."""

@@ -282,12 +282,30 @@ class Intrinsics:
                 continue
             if not self.is_device(node.start_byte):
                 continue
+            if not self._mask_param_used(node, dn):
+                continue  # nothing HIP compiles reads it (`#if CUDA_VERSION >= 9000 ... _sync(mask, ...)`)
             # the type may be split (`unsigned int`): replace from the type start to the declarator
             a = self.c(ty.start_byte)
             b = self.c(dn.start_byte)
             edits = [(a, b, "porter_lanemask_t "), self.edit(dv, "PORTER_FULL_MASK")]
             self.site("PRT501", node, "a warp-mask parameter defaulting to the 32-bit full mask: on HIP the mask "
                       "must be the 64-bit `PORTER_FULL_MASK`.", edits, Applicability.SAFE, header=True)
+
+    def _mask_param_used(self, node: Node, dn: Node) -> bool:
+        """Whether the body of the function that declares mask parameter ``node`` reads it.
+
+        The analysed text has the CUDA-only branches blanked, so a mask that only a `*_sync` call under
+        `#if CUDA_VERSION >= 9000` (or `#ifndef USE_ROCM`) reads is unused on HIP: its 32-bit default
+        never reaches a HIP builtin. A prototype without a body counts as used.
+        """
+        name = re.sub(r"[&*\s]", "", self.t(dn))
+        p = node.parent
+        while p is not None and p.type not in ("function_definition", "lambda_expression", "translation_unit"):
+            p = p.parent
+        body = p.child_by_field_name("body") if p is not None and p.type != "translation_unit" else None
+        if body is None or not name:
+            return True
+        return re.search(rf"\b{re.escape(name)}\b", self.t(body)) is not None
 
     def _calls_wrapper(self, text: str) -> bool:
         return any(re.search(rf"\b{re.escape(w)}\s*\(", text) for w in self.ballot_wrappers)

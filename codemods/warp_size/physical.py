@@ -8,7 +8,8 @@ import re
 from porter.findings import Applicability
 
 from .common import CALLED, LOGICAL, PHYSICAL
-from .preproc import HIP
+from .hip_alias import _args
+from .preproc import CUDA, HIP
 
 
 class Physical:
@@ -60,6 +61,10 @@ class Physical:
         if shim_spans:  # device warpSize there is the repository's physical port: consistent, not a hazard
             self.sites = [s for s in self.sites
                           if not (s.code == "PRT521" and any(a <= s.start < b for a, b in shim_spans))]
+        wave_spans = self._hip_wave_functions()
+        if wave_spans:  # the same, with the port's wavefront-wide shuffles written in the function's HIP branch
+            self.sites = [s for s in self.sites
+                          if not (s.code == "PRT521" and any(a <= s.start < b for a, b in wave_spans))]
         for s in self.sites:
             if self.strategy == LOGICAL and s.code in self._PIN_CODES and s.edits and any(
                     a <= s.start < b for a, b in shim_spans):
@@ -87,6 +92,37 @@ class Physical:
                               "(PORTER_WARP_SIZE) or by hand.")
                 s.edits, s.fix, s.needs_header = [], Applicability.NONE, False
                 break
+
+    _LEGACY = re.compile(r"\b__shfl(?:_up|_down|_xor)?\s*\(")
+
+    def _hip_wave_functions(self) -> list[tuple[int, int]]:
+        """Device functions whose human-written HIP-only branch shuffles over the whole wavefront (a legacy
+        `__shfl*` without a width, or with `warpSize`): `warpSize` in their shared code is that port's
+        physical warp, consistent with those shuffles (apex's `#ifdef USE_ROCM __shfl_down(v, i)` next to a
+        `for (i = warpSize / 2; ...)` loop), so PRT521's 32-lane pin would break the port."""
+        original = getattr(self, "original", self.text)
+        if self.scan is None or original is self.text or "__shfl" not in original:
+            return []
+        st, pos, regions = self.scan.status, 0, []
+        for i, line in enumerate(self.scan.lines):
+            if st[i][HIP] != 0 and st[i][CUDA] == 0:
+                regions.append((pos, pos + len(line)))
+            pos += len(line)
+        wide = []
+        for a, b in regions:
+            chunk = original[a:b]
+            for m in self._LEGACY.finditer(chunk):
+                args = _args(chunk, m.end())
+                if args is not None and (len(args) == 2 or len(args) == 3 and args[2].strip() == "warpSize"):
+                    wide.append(a + m.start())
+        out = []
+        for f in self.funcs:
+            if f.kind == "host":
+                continue
+            a, b = self.c(f.start), self.c(f.end)
+            if any(a <= w < b for w in wide):
+                out.append((a, b))
+        return out
 
     def _arch_functions(self) -> None:
         """Warp-size functions that return 64 on a HIP path (`#if ... __GFX9__ ... return 64`)."""
@@ -196,11 +232,24 @@ class Physical:
             named = [c for c in args.named_children if c.type != "comment"] if args is not None else []
             if len(named) < 2:
                 continue
-            dims = [self.sym.value(self.t(x)) for x in named[1:2]]
+            arg = self.t(named[1]).strip()
+            if arg in self._scoped_consts():
+                continue  # declared with other values in other scopes of the file: no single size
+            dims = [self.hsym.value(arg)]  # the size hipcub sees: a per-platform warp constant is 64 there
             if dims and dims[0] is not None and dims[0] % 64 != 0:
                 self.site("PRT525", node, f"`{name}` with a block of {dims[0]} threads: hipcub's block "
                           "primitives need block sizes that are a multiple of the 64-lane wavefront on CDNA "
                           "(warp-level storage is per physical warp). Use a multiple of 64.")
+
+    def _scoped_consts(self) -> set[str]:
+        """Constant names the file declares more than once with different initialisers (local
+        `constexpr int THREADS = ...` in several kernels): the file-wide table holds only one of them."""
+        if "_scoped" not in self.__dict__:
+            seen: dict[str, set[str]] = {}
+            for m in self._CONST_DECL.finditer(self.text):
+                seen.setdefault(m.group(1), set()).add(re.sub(r"\s+", "", m.group(2)))
+            self.__dict__["_scoped"] = {n for n, bodies in seen.items() if len(bodies) > 1}
+        return self.__dict__["_scoped"]
 
     def _mma_guard(self) -> None:
         """MMA fragment code: report once per function and drop porter's edits inside it."""

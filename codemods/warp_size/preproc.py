@@ -37,6 +37,10 @@ _HIP_NAME = re.compile(r"(?:^|_)(?:HIP|ROCM|ROCm|HIPCC|HCC)(?:_|$)")
 _NV_ONLY = {"__NVCC__", "__CUDA_ARCH__", "__CUDACC_VER_MAJOR__", "__CUDACC_VER_MINOR__", "__CUDACC_RTC__",
             "__CUDA_ARCH_LIST__", "__NVCOMPILER", "__HIP_PLATFORM_NVIDIA__", "__HIP_PLATFORM_NVCC__"}
 _BOTH_DEFINED = {"__CUDACC__", "__cplusplus"}
+# The CUDA toolkit's version macros (cuda.h, cuda_runtime_api.h): the AMD HIP headers do not define them, so
+# `#if CUDA_VERSION >= 9000 ... #else <legacy shuffles> #endif` compiles the `#else` on HIP. On CUDA they are
+# defined only where the header was included: their value (and definedness) stays unknown there.
+_CUDA_TOOLKIT = {"CUDA_VERSION", "CUDART_VERSION"}
 _DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif|define|undef)\b(.*)$", re.S)
 _TOKEN = re.compile(r"\s*(?:(\d[\w.]*)|([A-Za-z_]\w*)|(&&|\|\||==|!=|<=|>=|<<|>>|[-+*/%()!<>~&|^?:,]))")
 
@@ -47,6 +51,8 @@ def _builtin(name: str, config: str) -> tuple[bool, int | None] | None:
     """
     if name in _BOTH_DEFINED:
         return (True, None)
+    if name in _CUDA_TOOLKIT:
+        return (False, 0) if config == HIP else None
     if name in _NV_ONLY:
         if config == HIP:
             return (False, 0)
@@ -62,6 +68,11 @@ def _builtin(name: str, config: str) -> tuple[bool, int | None] | None:
             return None
         return (True, 1)
     return None
+
+
+def hip_defined(name: str) -> bool:
+    """A platform macro that every HIP build defines as true (`USE_ROCM`, `__HIP_PLATFORM_AMD__`)."""
+    return _builtin(name, HIP) == (True, 1)
 
 
 @dataclass

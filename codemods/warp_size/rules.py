@@ -27,6 +27,8 @@ from .common import (
 )
 from .preproc import CUDA
 
+_TILE_OK = (" Consistent here: the function indexes its tiles with 32-lane arithmetic only (no meta_group_rank, "
+            "no warpSize, no constant that is 64 under HIP), which is porter's logical warp.")
 
 class Rules:
     """One part of :class:`.engine.Analyser` (see the module docstring)."""
@@ -395,8 +397,10 @@ class Rules:
                 args = node.child_by_field_name("arguments")
                 at = self.t(args)[1:-1].strip() if args is not None else ""
                 if self.sym.value(at) == 32 or self.sym.is_warp_name(at):
+                    info = self._tile_consistent(node, at)
                     self.site("PRT513", node, f"`{name}<{at}>`: a 32-lane tile is a logical warp on HIP wave64 (two "
-                              "tiles per wavefront); keep tile-based indexing (meta_group_rank) consistent with it.")
+                              "tiles per wavefront); keep tile-based indexing (meta_group_rank) consistent with it."
+                              + (_TILE_OK if info else ""), info=info)
                 continue
             if name not in ("WarpReduce", "WarpScan", "WarpExchange", "WarpLoad", "WarpStore"):
                 continue
@@ -418,8 +422,19 @@ class Rules:
             args = node.child_by_field_name("arguments")
             v = self.sym.value(self.t(args)[1:-1]) if args is not None else None
             if v == 32:
+                info = self._tile_consistent(node, self.t(args)[1:-1].strip())
                 self.site("PRT513", node, f"`{name}<32>`: a 32-lane tile is a logical warp on HIP wave64 (two tiles "
-                          "per wavefront); keep indexing consistent with it (meta_group_rank counts 32-lane tiles).")
+                          "per wavefront); keep indexing consistent with it (meta_group_rank counts 32-lane tiles)."
+                          + (_TILE_OK if info else ""), info=info)
+
+    def _tile_consistent(self, node: Node, size: str) -> bool:
+        """The function that makes a 32-lane tile indexes nothing by another warp width: no
+        `meta_group_rank/size` (tiles of the group, reported on their own), no `warpSize` and no
+        constant that is 64 under HIP. Its tiles are then porter's logical warp: a note, not work."""
+        f = self.func_at(node.start_byte)
+        if f is None or f.kind == "host" or self.header_value(size) != 32:
+            return False  # (a size porter cannot read in the HIP view stays a warning)
+        return not re.search(r"\bmeta_group_(?:rank|size)\b|\bwarpSize\b", f.text) and not self.arch_name(f.text)
 
     def _asm(self) -> None:
         for node in self.caps.get("asm", []):

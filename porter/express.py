@@ -545,14 +545,22 @@ def _offer(text: str, exit_code: int, vouched: Iterable[tuple[str, Sig]], err: s
         if s is None or sig(path) != s:
             return False
         inputs[path] = s
+    import codecs
     import json
 
+    encoding = getattr(sys.stdout, "encoding", None)
+    try:
+        if not encoding or codecs.lookup(encoding).name == "ascii":
+            # click deems an ASCII stdout misconfigured and writes UTF-8 (errors "replace") to its
+            # buffer: the stream's own encoding and error handler are not what was printed
+            return False
+    except LookupError:
+        return False
     meta = {"format": FORMAT, "stamp": code_stamp(), "exit": exit_code, "err": err,
             "inputs": sorted([p, s] for p, s in inputs.items()), "git": trace.git}
     try:
         head = json.dumps(meta, separators=(",", ":")).encode("utf-8", "surrogateescape")
-        out = text.encode(getattr(sys.stdout, "encoding", None) or "utf-8",
-                          getattr(sys.stdout, "errors", None) or "strict")
+        out = text.encode(encoding, getattr(sys.stdout, "errors", None) or "strict")
     except (UnicodeError, LookupError):
         return False
     body = str(len(head)).encode() + b"\n" + head + out

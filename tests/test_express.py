@@ -579,3 +579,20 @@ def test_the_record_folder_is_bounded(tmp_path: Path, monkeypatch: pytest.Monkey
     # the five least recently written go, except the one being kept
     assert not {"0001.rec", "0002.rec", "0003.rec", "0004.rec"} & set(left) and "0005.rec" in left
     assert len([n for n in left if n.endswith(".rec")]) == express.MAX_RECORDS + 1
+
+
+# -- second attack (check, encodings, ...) -------------------------------------------------------
+
+
+def test_an_ascii_stdout_with_another_error_handler(tmp_path: Path) -> None:
+    # click treats an ASCII stdout as misconfigured and writes UTF-8 (errors="replace") to its
+    # buffer; the record kept the text encoded as the stream would have (ascii:backslashreplace)
+    tree, cache = tmp_path / "repo", tmp_path / "cache"
+    tree.mkdir()
+    (tree / "modèle.py").write_text("import pynvml\npynvml.nvmlInit()\n")
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache), "PYTHONIOENCODING": "ascii:backslashreplace"}
+    time.sleep(SETTLE)
+    runs = [_porter_env(tree, env, *ARGS) for _ in range(2)]
+    fresh = _porter_env(tree, env, "audit", "--format", "json", "--no-cache", ".")
+    assert fresh[0] == 0 and "mod" in fresh[1]
+    assert runs[0][:2] == runs[1][:2] == fresh[:2]

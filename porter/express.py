@@ -18,6 +18,9 @@ input still has the signature it had:
 * porter's own code and its parsing libraries (:func:`code_stamp`), the interpreter and its module
   search path and flags, the working folder, the arguments and the environment variables porter
   reads.
+* the paths named on the command line (root, paths, ``--config`` files) still resolve through no
+  symbolic link (a folder above the root moved away and replaced by a link to it keeps every
+  signature, but the full run would name the link's target as the root).
 
 A record is written only for a run that printed nothing else on stderr than progress and the
 check's one-line summary (a warning is never swallowed), whose inputs all predate it by
@@ -39,7 +42,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-FORMAT = 1
+FORMAT = 2
 MAX_RECORD_BYTES = 256 * 1024 * 1024
 MAX_RECORDS = 64  # express records kept (one per distinct invocation)
 # inputs whose modification or change time is this close to the moment porter signed them are
@@ -191,6 +194,7 @@ class _Trace:
         self.inputs: dict[str, Sig] = {}
         self.git: list[list[Any]] = []
         self.refused: list[str] = []
+        self.named: list[str] = []
         self.stderr: _Watch | None = None
 
 
@@ -277,6 +281,8 @@ def note_named(paths: Iterable[str]) -> None:
     if not _TRACE:
         return
     for path in paths:
+        if path not in _TRACE[0].named:
+            _TRACE[0].named.append(path)
         if _through_link(path):
             refuse(f"{path} is named through a symbolic link")
 
@@ -493,6 +499,11 @@ def _check(path: str, key: str, secret: bytes) -> tuple[bytes, str, int] | None:
         for path_, s in meta["inputs"]:
             if sig(path_) != s:
                 return None
+        for path_ in meta["named"]:
+            # a folder on the way turned into a link: every signature holds through it (the same
+            # inodes), but the full run resolves the root through it and names another one
+            if _through_link(str(path_)):
+                return None
         for directory, digest in meta["git"]:
             if not _git_same(directory, digest):
                 return None
@@ -557,7 +568,7 @@ def _offer(text: str, exit_code: int, vouched: Iterable[tuple[str, Sig]], err: s
     except LookupError:
         return False
     meta = {"format": FORMAT, "stamp": code_stamp(), "exit": exit_code, "err": err,
-            "inputs": sorted([p, s] for p, s in inputs.items()), "git": trace.git}
+            "inputs": sorted([p, s] for p, s in inputs.items()), "git": trace.git, "named": trace.named}
     try:
         head = json.dumps(meta, separators=(",", ":")).encode("utf-8", "surrogateescape")
         out = text.encode(encoding, getattr(sys.stdout, "errors", None) or "strict")

@@ -596,3 +596,19 @@ def test_an_ascii_stdout_with_another_error_handler(tmp_path: Path) -> None:
     fresh = _porter_env(tree, env, "audit", "--format", "json", "--no-cache", ".")
     assert fresh[0] == 0 and "mod" in fresh[1]
     assert runs[0][:2] == runs[1][:2] == fresh[:2]
+
+
+def test_a_folder_above_the_root_turned_into_a_symlink(tmp_path: Path) -> None:
+    # every signed input keeps its signature through the new link (same inodes), but the full run
+    # resolves the root through it: its report names another root
+    work, cache = tmp_path / "work", tmp_path / "cache"
+    _tree(work / "outer")
+    args = ("audit", "--format", "json", "outer/repo")
+    time.sleep(SETTLE)
+    _porter(work, cache, *args)
+    assert _porter(work, cache, *args)[2]
+    (work / "outer").rename(work / "moved")
+    (work / "outer").symlink_to(work / "moved")
+    code, out, answered, _ = _porter(work, cache, *args)
+    assert code == 0 and not answered
+    assert str(work / "moved" / "repo") in out and out == _fresh_report_of(work, cache, "outer/repo")

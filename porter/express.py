@@ -427,8 +427,11 @@ def _read(path: str) -> bytes | None:
 
 def _eligible(argv: Sequence[str]) -> bool:
     # POSIX only: elsewhere the full run's text stream translates newlines, the recorded bytes do not
-    return os.name == "posix" and bool(argv) and argv[0] in ("audit", "check") and not any(
-        a in ("-h", "--help", "--no-cache", "-") or a.startswith(("-o", "--output")) for a in argv)
+    if os.name != "posix" or not argv or argv[0] not in ("audit", "check"):
+        return False
+    if any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ):
+        return False  # click's shell completion (_PORTER_COMPLETE=...): the full run prints completions
+    return not any(a in ("-h", "--help", "--no-cache", "-") or a.startswith(("-o", "--output")) for a in argv)
 
 
 def answer(argv: Sequence[str]) -> int | None:

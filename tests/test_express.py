@@ -612,3 +612,19 @@ def test_a_folder_above_the_root_turned_into_a_symlink(tmp_path: Path) -> None:
     code, out, answered, _ = _porter(work, cache, *args)
     assert code == 0 and not answered
     assert str(work / "moved" / "repo") in out and out == _fresh_report_of(work, cache, "outer/repo")
+
+
+def test_click_shell_completion_is_not_answered(tmp_path: Path) -> None:
+    # with click's completion variable set the full command line prints the completion script
+    # whatever the arguments are; the lane printed the report
+    tree, cache = _tree(tmp_path), tmp_path / "cache"
+    script = Path(sys.executable).parent / "porter"
+    if not script.exists():
+        pytest.skip("porter's console script is not installed next to this interpreter")
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    time.sleep(SETTLE)
+    for _ in range(2):
+        subprocess.run([str(script), *ARGS], cwd=tree, env=env, capture_output=True, timeout=300)
+    p = subprocess.run([str(script), *ARGS], cwd=tree, env={**env, "_PORTER_COMPLETE": "bash_source"},
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "_porter_completion" in p.stdout and '"PRT' not in p.stdout

@@ -274,6 +274,27 @@ def note_config(root: str, configs: Iterable[str]) -> None:
             refuse(f"{path} is a symbolic link")
 
 
+def note_setting_path(root: str, rel: str) -> None:
+    """A path-valued setting ``rel`` (``header-dir``, a target's ``cache-dir``) is checked to stay in
+    ``root`` once links are resolved: sign every component down to the first that does not exist
+    (one made later, in a folder no signature covers, could be a link out: a config error); a
+    link on the way is refused (its target is not signed)."""
+    if not _TRACE:
+        return
+    probe = root
+    for part in rel.split("/"):
+        if part in ("", "."):
+            continue
+        probe = os.path.join(probe, part)
+        note(probe)
+        s = _TRACE[0].inputs.get(probe)
+        if s is None:
+            return
+        if s[0] == 0o12:
+            refuse(f"{probe} is a symbolic link")
+            return
+
+
 def note_named(paths: Iterable[str]) -> None:
     """Paths from the command line (the root, the paths, ``--config`` files): one resolved through a
     symbolic link (``repo`` -> a checkout, ``link/../porter.toml``) names whatever the link points

@@ -628,3 +628,21 @@ def test_click_shell_completion_is_not_answered(tmp_path: Path) -> None:
     p = subprocess.run([str(script), *ARGS], cwd=tree, env={**env, "_PORTER_COMPLETE": "bash_source"},
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and "_porter_completion" in p.stdout and '"PRT' not in p.stdout
+
+
+def test_a_path_setting_turned_into_a_link_to_outside(tmp_path: Path) -> None:
+    # a path-valued setting must stay in the root once links are resolved (a config error otherwise);
+    # a link made in an ignored folder changes no signature the lane kept
+    tree, cache, outside = tmp_path / "repo", tmp_path / "cache", tmp_path / "outside"
+    (tree / "build").mkdir(parents=True)
+    outside.mkdir()
+    (tree / "m.py").write_text("import pynvml\npynvml.nvmlInit()\n")
+    (tree / ".gitignore").write_text("build/\n")
+    (tree / "build" / "junk.txt").write_text("x\n")
+    (tree / "pyproject.toml").write_text('[tool.porter.warp_size]\nheader-dir = "build/include"\n')
+    time.sleep(SETTLE)
+    _porter(tree, cache, "check", ".")
+    assert _porter(tree, cache, "check", ".")[:3:2] == (1, True)
+    (tree / "build" / "include").symlink_to(outside)
+    code, _, answered, err = _porter(tree, cache, "check", ".")
+    assert (code, answered) == (2, False) and "outside the root" in err

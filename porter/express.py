@@ -194,7 +194,7 @@ class _Trace:
         self.inputs: dict[str, Sig] = {}
         self.git: list[list[Any]] = []
         self.refused: list[str] = []
-        self.named: list[str] = []
+        self.named: dict[str, None] = {}  # in the order named
         self.stderr: _Watch | None = None
 
 
@@ -302,8 +302,7 @@ def note_named(paths: Iterable[str]) -> None:
     if not _TRACE:
         return
     for path in paths:
-        if path not in _TRACE[0].named:
-            _TRACE[0].named.append(path)
+        _TRACE[0].named.setdefault(path, None)
         if _through_link(path):
             refuse(f"{path} is named through a symbolic link")
 
@@ -592,7 +591,7 @@ def _offer(text: str, exit_code: int, vouched: Iterable[tuple[str, Sig]], err: s
     except LookupError:
         return False
     meta = {"format": FORMAT, "stamp": code_stamp(), "exit": exit_code, "err": err,
-            "inputs": sorted([p, s] for p, s in inputs.items()), "git": trace.git, "named": trace.named}
+            "inputs": sorted([p, s] for p, s in inputs.items()), "git": trace.git, "named": list(trace.named)}
     try:
         head = json.dumps(meta, separators=(",", ":")).encode("utf-8", "surrogateescape")
         out = text.encode(encoding, getattr(sys.stdout, "errors", None) or "strict")

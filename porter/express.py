@@ -579,16 +579,10 @@ def _offer(text: str, exit_code: int, vouched: Iterable[tuple[str, Sig]], err: s
         if s is None or sig(path) != s:
             return False
         inputs[path] = s
-    import codecs
     import json
 
     encoding = getattr(sys.stdout, "encoding", None)
-    try:
-        if not encoding or codecs.lookup(encoding).name == "ascii":
-            # click deems an ASCII stdout misconfigured and writes UTF-8 (errors "replace") to its
-            # buffer: the stream's own encoding and error handler are not what was printed
-            return False
-    except LookupError:
+    if not encoding or not _plain_codec(encoding):
         return False
     meta = {"format": FORMAT, "stamp": code_stamp(), "exit": exit_code, "err": err,
             "inputs": sorted([p, s] for p, s in inputs.items()), "git": trace.git, "named": list(trace.named)}
@@ -622,6 +616,26 @@ def _offer(text: str, exit_code: int, vouched: Iterable[tuple[str, Sig]], err: s
         return False
     _prune(folder, keep=_path(trace.base, trace.key))
     return True
+
+
+def _plain_codec(encoding: str) -> bool:
+    """Whether text printed on a stream of ``encoding`` is ``text.encode(encoding)`` wherever it goes.
+
+    Not for ASCII: click deems such a stdout misconfigured and writes UTF-8 (errors "replace") to
+    its buffer. Not for a codec with state across writes: a byte-order mark (UTF-16, UTF-32,
+    UTF-8-SIG) is written once per stream, not on a file the stream appends to, not for an empty
+    report."""
+    import codecs
+
+    probe = "a\u00e9\u65e5\n"
+    try:
+        if codecs.lookup(encoding).name == "ascii":
+            return False
+        one = probe.encode(encoding, "replace")
+        return "".encode(encoding) == b"" and (probe * 2).encode(encoding, "replace") == one * 2 \
+            and not one.startswith((codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
+    except (LookupError, UnicodeError):
+        return False
 
 
 def _prune(folder: str, keep: str) -> None:

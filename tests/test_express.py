@@ -646,3 +646,26 @@ def test_a_path_setting_turned_into_a_link_to_outside(tmp_path: Path) -> None:
     (tree / "build" / "include").symlink_to(outside)
     code, _, answered, err = _porter(tree, cache, "check", ".")
     assert (code, answered) == (2, False) and "outside the root" in err
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8-sig"])
+def test_an_output_encoding_with_a_byte_order_mark(tmp_path: Path, encoding: str) -> None:
+    # the stream writes its BOM once, and not at all on a file it appends to (nor for an empty check);
+    # the record kept text.encode(), BOM included
+    tree, cache = tmp_path / "repo", tmp_path / "cache"
+    tree.mkdir()
+    (tree / "model.py").write_text("import torch\nx = torch.zeros(1, device='cuda')\nimport pynvml\n")
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache), "PYTHONIOENCODING": encoding}
+    time.sleep(SETTLE)
+    outputs = []
+    for extra in ((), (), (), ("--no-cache",)):
+        for args in (("check", *extra, "--exit-zero", "."), ("check", *extra, "--ignore", "PRT0,PRT1", ".")):
+            log = tmp_path / "log.txt"
+            log.write_bytes(b"earlier output\n")
+            with open(log, "ab") as fh:
+                p = subprocess.run([sys.executable, "-m", "porter", *args], cwd=tree, env=env, stdout=fh,
+                                   stderr=subprocess.PIPE, timeout=300)
+            outputs.append((p.returncode, log.read_bytes()))
+    fresh = outputs[-2:]
+    assert fresh[0][1].startswith(b"earlier output\n") and len(fresh[0][1]) > 40
+    assert outputs[:2] == outputs[2:4] == outputs[4:6] == fresh

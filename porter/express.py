@@ -26,8 +26,9 @@ A record is written only for a run that printed nothing else on stderr than prog
 check's one-line summary (a warning is never swallowed), whose inputs all predate it by
 :data:`SETTLE_NS` (an edit within the same clock tick as porter's ``lstat`` would keep every
 signature: such inputs are not vouched for), that saw no symbolic link (whose target porter cannot
-sign; nor a root, path or ``--config`` named through one) and that read nothing no record can sign
-(:func:`unsigned_read`). Records are files in the user's cache folder, authenticated with the
+sign; nor a root, path or ``--config`` named through one), that read nothing no record can sign
+(:func:`unsigned_read`) and whose stdout prints its text as its encoding's plain bytes
+(:func:`_plain_codec`). Records are files in the user's cache folder, authenticated with the
 per-user secret of the audit cache, so the target cannot plant one; a cache folder inside the tree
 (``HOME`` is the checkout) is not used at all.
 

@@ -512,6 +512,9 @@ def _contained(root: Path, value: Any, what: str, *, directory: bool) -> None:
         raise ConfigError(f"{what} = {value!r} leaves the root; it must be a relative path inside it")
     if norm == "." and not directory:
         raise ConfigError(f"{what} = {value!r} is not a file name")
+    from . import express
+
+    express.note_setting_path(str(root), norm)  # what it resolves through is an input of the run
     if not _inside(root, Path(root, norm)):
         raise ConfigError(f"{what} = {value!r} resolves (through a symlink) to outside the root")
 

@@ -18,13 +18,17 @@ input still has the signature it had:
 * porter's own code and its parsing libraries (:func:`code_stamp`), the interpreter and its module
   search path and flags, the working folder, the arguments and the environment variables porter
   reads.
+* the paths named on the command line (root, paths, ``--config`` files) still resolve through no
+  symbolic link (a folder above the root moved away and replaced by a link to it keeps every
+  signature, but the full run would name the link's target as the root).
 
 A record is written only for a run that printed nothing else on stderr than progress and the
 check's one-line summary (a warning is never swallowed), whose inputs all predate it by
 :data:`SETTLE_NS` (an edit within the same clock tick as porter's ``lstat`` would keep every
 signature: such inputs are not vouched for), that saw no symbolic link (whose target porter cannot
-sign; nor a root, path or ``--config`` named through one) and that read nothing no record can sign
-(:func:`unsigned_read`). Records are files in the user's cache folder, authenticated with the
+sign; nor a root, path or ``--config`` named through one), that read nothing no record can sign
+(:func:`unsigned_read`) and whose stdout prints its text as its encoding's plain bytes
+(:func:`_plain_codec`). Records are files in the user's cache folder, authenticated with the
 per-user secret of the audit cache, so the target cannot plant one; a cache folder inside the tree
 (``HOME`` is the checkout) is not used at all.
 
@@ -39,7 +43,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-FORMAT = 1
+FORMAT = 2
 MAX_RECORD_BYTES = 256 * 1024 * 1024
 MAX_RECORDS = 64  # express records kept (one per distinct invocation)
 # inputs whose modification or change time is this close to the moment porter signed them are
@@ -191,6 +195,7 @@ class _Trace:
         self.inputs: dict[str, Sig] = {}
         self.git: list[list[Any]] = []
         self.refused: list[str] = []
+        self.named: dict[str, None] = {}  # in the order named
         self.stderr: _Watch | None = None
 
 
@@ -270,6 +275,27 @@ def note_config(root: str, configs: Iterable[str]) -> None:
             refuse(f"{path} is a symbolic link")
 
 
+def note_setting_path(root: str, rel: str) -> None:
+    """A path-valued setting ``rel`` (``header-dir``, a target's ``cache-dir``) is checked to stay in
+    ``root`` once links are resolved: sign every component down to the first that does not exist
+    (one made later, in a folder no signature covers, could be a link out: a config error); a
+    link on the way is refused (its target is not signed)."""
+    if not _TRACE:
+        return
+    probe = root
+    for part in rel.split("/"):
+        if part in ("", "."):
+            continue
+        probe = os.path.join(probe, part)
+        note(probe)
+        s = _TRACE[0].inputs.get(probe)
+        if s is None:
+            return
+        if s[0] == 0o12:
+            refuse(f"{probe} is a symbolic link")
+            return
+
+
 def note_named(paths: Iterable[str]) -> None:
     """Paths from the command line (the root, the paths, ``--config`` files): one resolved through a
     symbolic link (``repo`` -> a checkout, ``link/../porter.toml``) names whatever the link points
@@ -277,6 +303,7 @@ def note_named(paths: Iterable[str]) -> None:
     if not _TRACE:
         return
     for path in paths:
+        _TRACE[0].named.setdefault(path, None)
         if _through_link(path):
             refuse(f"{path} is named through a symbolic link")
 
@@ -421,8 +448,11 @@ def _read(path: str) -> bytes | None:
 
 def _eligible(argv: Sequence[str]) -> bool:
     # POSIX only: elsewhere the full run's text stream translates newlines, the recorded bytes do not
-    return os.name == "posix" and bool(argv) and argv[0] in ("audit", "check") and not any(
-        a in ("-h", "--help", "--no-cache", "-") or a.startswith(("-o", "--output")) for a in argv)
+    if os.name != "posix" or not argv or argv[0] not in ("audit", "check"):
+        return False
+    if any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ):
+        return False  # click's shell completion (_PORTER_COMPLETE=...): the full run prints completions
+    return not any(a in ("-h", "--help", "--no-cache", "-") or a.startswith(("-o", "--output")) for a in argv)
 
 
 def answer(argv: Sequence[str]) -> int | None:
@@ -493,6 +523,11 @@ def _check(path: str, key: str, secret: bytes) -> tuple[bytes, str, int] | None:
         for path_, s in meta["inputs"]:
             if sig(path_) != s:
                 return None
+        for path_ in meta["named"]:
+            # a folder on the way turned into a link: every signature holds through it (the same
+            # inodes), but the full run resolves the root through it and names another one
+            if _through_link(str(path_)):
+                return None
         for directory, digest in meta["git"]:
             if not _git_same(directory, digest):
                 return None
@@ -547,12 +582,14 @@ def _offer(text: str, exit_code: int, vouched: Iterable[tuple[str, Sig]], err: s
         inputs[path] = s
     import json
 
+    encoding = getattr(sys.stdout, "encoding", None)
+    if not encoding or not _plain_codec(encoding):
+        return False
     meta = {"format": FORMAT, "stamp": code_stamp(), "exit": exit_code, "err": err,
-            "inputs": sorted([p, s] for p, s in inputs.items()), "git": trace.git}
+            "inputs": sorted([p, s] for p, s in inputs.items()), "git": trace.git, "named": list(trace.named)}
     try:
         head = json.dumps(meta, separators=(",", ":")).encode("utf-8", "surrogateescape")
-        out = text.encode(getattr(sys.stdout, "encoding", None) or "utf-8",
-                          getattr(sys.stdout, "errors", None) or "strict")
+        out = text.encode(encoding, getattr(sys.stdout, "errors", None) or "strict")
     except (UnicodeError, LookupError):
         return False
     body = str(len(head)).encode() + b"\n" + head + out
@@ -580,6 +617,26 @@ def _offer(text: str, exit_code: int, vouched: Iterable[tuple[str, Sig]], err: s
         return False
     _prune(folder, keep=_path(trace.base, trace.key))
     return True
+
+
+def _plain_codec(encoding: str) -> bool:
+    """Whether text printed on a stream of ``encoding`` is ``text.encode(encoding)`` wherever it goes.
+
+    Not for ASCII: click deems such a stdout misconfigured and writes UTF-8 (errors "replace") to
+    its buffer. Not for a codec with state across writes: a byte-order mark (UTF-16, UTF-32,
+    UTF-8-SIG) is written once per stream, not on a file the stream appends to, not for an empty
+    report."""
+    import codecs
+
+    probe = "a\u00e9\u65e5\n"
+    try:
+        if codecs.lookup(encoding).name == "ascii":
+            return False
+        one = probe.encode(encoding, "replace")
+        return "".encode(encoding) == b"" and (probe * 2).encode(encoding, "replace") == one * 2 \
+            and not one.startswith((codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
+    except (LookupError, UnicodeError):
+        return False
 
 
 def _prune(folder: str, keep: str) -> None:

@@ -579,3 +579,93 @@ def test_the_record_folder_is_bounded(tmp_path: Path, monkeypatch: pytest.Monkey
     # the five least recently written go, except the one being kept
     assert not {"0001.rec", "0002.rec", "0003.rec", "0004.rec"} & set(left) and "0005.rec" in left
     assert len([n for n in left if n.endswith(".rec")]) == express.MAX_RECORDS + 1
+
+
+# -- second attack (check, encodings, ...) -------------------------------------------------------
+
+
+def test_an_ascii_stdout_with_another_error_handler(tmp_path: Path) -> None:
+    # click treats an ASCII stdout as misconfigured and writes UTF-8 (errors="replace") to its
+    # buffer; the record kept the text encoded as the stream would have (ascii:backslashreplace)
+    tree, cache = tmp_path / "repo", tmp_path / "cache"
+    tree.mkdir()
+    (tree / "modèle.py").write_text("import pynvml\npynvml.nvmlInit()\n")
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache), "PYTHONIOENCODING": "ascii:backslashreplace"}
+    time.sleep(SETTLE)
+    runs = [_porter_env(tree, env, *ARGS) for _ in range(2)]
+    fresh = _porter_env(tree, env, "audit", "--format", "json", "--no-cache", ".")
+    assert fresh[0] == 0 and "mod" in fresh[1]
+    assert runs[0][:2] == runs[1][:2] == fresh[:2]
+
+
+def test_a_folder_above_the_root_turned_into_a_symlink(tmp_path: Path) -> None:
+    # every signed input keeps its signature through the new link (same inodes), but the full run
+    # resolves the root through it: its report names another root
+    work, cache = tmp_path / "work", tmp_path / "cache"
+    _tree(work / "outer")
+    args = ("audit", "--format", "json", "outer/repo")
+    time.sleep(SETTLE)
+    _porter(work, cache, *args)
+    assert _porter(work, cache, *args)[2]
+    (work / "outer").rename(work / "moved")
+    (work / "outer").symlink_to(work / "moved")
+    code, out, answered, _ = _porter(work, cache, *args)
+    assert code == 0 and not answered
+    assert str(work / "moved" / "repo") in out and out == _fresh_report_of(work, cache, "outer/repo")
+
+
+def test_click_shell_completion_is_not_answered(tmp_path: Path) -> None:
+    # with click's completion variable set the full command line prints the completion script
+    # whatever the arguments are; the lane printed the report
+    tree, cache = _tree(tmp_path), tmp_path / "cache"
+    script = Path(sys.executable).parent / "porter"
+    if not script.exists():
+        pytest.skip("porter's console script is not installed next to this interpreter")
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    time.sleep(SETTLE)
+    for _ in range(2):
+        subprocess.run([str(script), *ARGS], cwd=tree, env=env, capture_output=True, timeout=300)
+    p = subprocess.run([str(script), *ARGS], cwd=tree, env={**env, "_PORTER_COMPLETE": "bash_source"},
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "_porter_completion" in p.stdout and '"PRT' not in p.stdout
+
+
+def test_a_path_setting_turned_into_a_link_to_outside(tmp_path: Path) -> None:
+    # a path-valued setting must stay in the root once links are resolved (a config error otherwise);
+    # a link made in an ignored folder changes no signature the lane kept
+    tree, cache, outside = tmp_path / "repo", tmp_path / "cache", tmp_path / "outside"
+    (tree / "build").mkdir(parents=True)
+    outside.mkdir()
+    (tree / "m.py").write_text("import pynvml\npynvml.nvmlInit()\n")
+    (tree / ".gitignore").write_text("build/\n")
+    (tree / "build" / "junk.txt").write_text("x\n")
+    (tree / "pyproject.toml").write_text('[tool.porter.warp_size]\nheader-dir = "build/include"\n')
+    time.sleep(SETTLE)
+    _porter(tree, cache, "check", ".")
+    assert _porter(tree, cache, "check", ".")[:3:2] == (1, True)
+    (tree / "build" / "include").symlink_to(outside)
+    code, _, answered, err = _porter(tree, cache, "check", ".")
+    assert (code, answered) == (2, False) and "outside the root" in err
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8-sig"])
+def test_an_output_encoding_with_a_byte_order_mark(tmp_path: Path, encoding: str) -> None:
+    # the stream writes its BOM once, and not at all on a file it appends to (nor for an empty check);
+    # the record kept text.encode(), BOM included
+    tree, cache = tmp_path / "repo", tmp_path / "cache"
+    tree.mkdir()
+    (tree / "model.py").write_text("import torch\nx = torch.zeros(1, device='cuda')\nimport pynvml\n")
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache), "PYTHONIOENCODING": encoding}
+    time.sleep(SETTLE)
+    outputs = []
+    for extra in ((), (), (), ("--no-cache",)):
+        for args in (("check", *extra, "--exit-zero", "."), ("check", *extra, "--ignore", "PRT0,PRT1", ".")):
+            log = tmp_path / "log.txt"
+            log.write_bytes(b"earlier output\n")
+            with open(log, "ab") as fh:
+                p = subprocess.run([sys.executable, "-m", "porter", *args], cwd=tree, env=env, stdout=fh,
+                                   stderr=subprocess.PIPE, timeout=300)
+            outputs.append((p.returncode, log.read_bytes()))
+    fresh = outputs[-2:]
+    assert fresh[0][1].startswith(b"earlier output\n") and len(fresh[0][1]) > 40
+    assert outputs[:2] == outputs[2:4] == outputs[4:6] == fresh

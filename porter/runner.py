@@ -211,29 +211,49 @@ class _Timeout(BaseException):
     one, and re-run the families with no limit left."""
 
 
+class _Limit:
+    """What :func:`_time_limit` saw: whether the file's CPU time ran out."""
+
+    expired = False
+
+
+TIMEOUT_REPEAT = 0.1  # CPU seconds between repeated signals once the limit has passed
+
+
 @contextmanager
 def _time_limit(seconds: float):  # type: ignore[no-untyped-def]
     """Limit the CPU time (user + system) spent in the block, not the wall clock.
 
     On a loaded machine (two cores shared by a CI job's other steps) a file that needs 0.1 s
     of CPU can take seconds of wall time; ``ITIMER_PROF`` counts only this process's CPU time.
+    The signal can land anywhere, also where Python or a library turns it into another exception
+    (``__set_name__`` during a lazy import wraps it in a ``RuntimeError``) or swallows it: the
+    yielded :class:`_Limit` records that it fired, and it fires again every
+    :data:`TIMEOUT_REPEAT` CPU seconds until the block is left, so no analysis runs on unlimited.
     """
+    state = _Limit()
     usable = seconds > 0 and hasattr(signal, "setitimer") and hasattr(signal, "SIGPROF")
     if usable:
         try:
             def _raise(signum: int, frame: Any) -> None:
+                state.expired = True
                 raise _Timeout
 
             old = signal.signal(signal.SIGPROF, _raise)
-            signal.setitimer(signal.ITIMER_PROF, seconds)
+            signal.setitimer(signal.ITIMER_PROF, seconds, TIMEOUT_REPEAT)
         except ValueError:  # not in the main thread
             usable = False
     try:
-        yield
+        yield state
     finally:
         if usable:
-            signal.setitimer(signal.ITIMER_PROF, 0)
-            signal.signal(signal.SIGPROF, old)
+            while True:  # a repeated signal may land here too: disarm until it holds
+                try:
+                    signal.setitimer(signal.ITIMER_PROF, 0)
+                    signal.signal(signal.SIGPROF, old)
+                    break
+                except _Timeout:
+                    continue
 
 
 def _reusable(root: str, relpath: str) -> bool:
@@ -284,8 +304,9 @@ def process_file(ref: SourceRef, root: str, settings: Settings, facts: RepoFacts
     lazy = facts.extra if isinstance(facts.extra, LazyFacts) else None
     if lazy is not None:
         lazy.touched = set()
+    limit: _Limit | None = None
     try:
-        with _time_limit(settings.timeout):
+        with _time_limit(settings.timeout) as limit:
             if mode == "audit":
                 result.findings = analyze(ref.relpath, decoded.text, ref.language, settings, facts)
                 final = decoded.text
@@ -321,14 +342,18 @@ def process_file(ref: SourceRef, root: str, settings: Settings, facts: RepoFacts
                         ref.relpath, decoded.text, ref.language, settings, facts)
                     result.fixed, result.stages, result.new_files, result.new_files_by_family = [], [], {}, {}
                     final = decoded.text
-    except _Timeout:
-        result.findings = [Finding(code="PRT008", message=f"analysis used more than {settings.timeout:g} s of "
-                                   "CPU time; file skipped", path=ref.relpath)]
-        result.stages, result.fixed, result.error = [], [], True
-        final = decoded.text
-    except RecursionError:
-        result.findings = [Finding(code="PRT001", message="nesting too deep for the parser; file skipped",
-                                   path=ref.relpath)]
+        if limit.expired:
+            raise _Timeout  # the signal was swallowed on the way (a broad except): the limit still holds
+    except (_Timeout, Exception) as exc:
+        # the limit's signal, also when it came back wrapped (a RuntimeError from __set_name__, say)
+        if isinstance(exc, _Timeout) or (limit is not None and limit.expired):
+            result.findings = [Finding(code="PRT008", message=f"analysis used more than {settings.timeout:g} s "
+                                       "of CPU time; file skipped", path=ref.relpath)]
+        elif isinstance(exc, RecursionError):
+            result.findings = [Finding(code="PRT001", message="nesting too deep for the parser; file skipped",
+                                       path=ref.relpath)]
+        else:
+            raise
         result.stages, result.fixed, result.error = [], [], True
         final = decoded.text
     result.findings = not_exact + result.findings

@@ -42,3 +42,54 @@ def test_the_limit_firing_in_a_checker_is_a_timeout(tmp_path: Path, monkeypatch:
     assert "PRT501" in _codes(tmp_path, "k.cu", KERNEL, "cuda")
     monkeypatch.setattr(engine.Analyser, "run", _fires)
     assert _codes(tmp_path, "k.cu", KERNEL, "cuda") == ["PRT008"]
+
+
+def _burn(seconds: float) -> None:
+    import time
+
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_the_limit_coming_back_wrapped_is_a_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Python wraps an exception raised in __set_name__ (a class body run by a lazy import) in a
+    # RuntimeError: when the timer fires there, the run ended with "internal error: RuntimeError"
+    def wrapped(*_args: object, **_kwargs: object) -> list[object]:
+        try:
+            _burn(5.0)
+        except BaseException as exc:  # noqa: BLE001 - what type.__new__ does with __set_name__ errors
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance") from exc
+        return []
+
+    (tmp_path / "a.py").write_text(PYTHON, encoding="utf-8")
+    monkeypatch.setattr(runner, "analyze", wrapped)
+    result = runner.process_file(SourceRef("a.py", "python"), str(tmp_path), Settings(timeout=0.3), RepoFacts(),
+                                 "audit")
+    assert [f.code for f in result.findings] == ["PRT008"]
+
+
+def test_a_swallowed_limit_still_ends_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # code that catches everything and goes on (a library's broad except) must not run on unlimited
+    # and then be reported as analysed: the signal fires again, and the file is a timeout
+    calls = {"caught": 0}
+
+    def swallowing(*_args: object, **_kwargs: object) -> list[object]:
+        import time
+
+        end = time.process_time() + 3.0
+        while time.process_time() < end:
+            try:
+                _burn(end - time.process_time())
+            except BaseException:  # noqa: BLE001
+                calls["caught"] += 1
+                if calls["caught"] >= 3:
+                    return []
+        return []
+
+    (tmp_path / "a.py").write_text(PYTHON, encoding="utf-8")
+    monkeypatch.setattr(runner, "analyze", swallowing)
+    result = runner.process_file(SourceRef("a.py", "python"), str(tmp_path), Settings(timeout=0.3), RepoFacts(),
+                                 "audit")
+    assert [f.code for f in result.findings] == ["PRT008"]
+    assert calls["caught"] >= 3  # the signal came back after being swallowed

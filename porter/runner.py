@@ -382,18 +382,8 @@ CACHE_FORMAT = 3
 MAX_CACHE_BYTES = 256 * 1024 * 1024
 
 
-def user_cache_dir() -> Path:
-    """porter's folder in the user's cache: ``$XDG_CACHE_HOME/porter`` or ``~/.cache/porter``."""
-    return Path(express.user_cache_dir())
-
-
-def _cache_secret(base: Path) -> bytes | None:
-    """The per-user key that authenticates cache files (see :func:`porter.express.cache_secret`)."""
-    return express.cache_secret(str(base))
-
-
 class Cache:
-    """Audit results keyed on file content + porter version + settings + repo facts.
+    """Audit results keyed on file content + porter version and code stamp + settings + repo facts.
 
     The cache is untrusted input like everything else near the target: it lives in the user's
     cache folder by default (one file per resolved root and settings), every file carries an
@@ -405,12 +395,12 @@ class Cache:
     def __init__(self, root: Path, key: str, directory: Path | None = None, kind: str = "audit") -> None:
         self.root = os.path.realpath(root)
         try:
-            base = user_cache_dir()
+            base: Path | None = Path(express.user_cache_dir())
         except (RuntimeError, KeyError, OSError):  # no home folder: run without a cache
             base = None
         if base is not None and express.in_tree(str(base), [self.root]):
             base = None  # the user's cache folder is in the target (HOME is the checkout): its secret is the target's
-        self.secret = _cache_secret(base) if base is not None else None
+        self.secret = express.cache_secret(str(base)) if base is not None else None
         self.key = key
         scope = hashlib.blake2b(f"{self.root}\0{key}".encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
         if directory is None:
@@ -619,11 +609,6 @@ def _fact_files(root: str | Path, refs: Sequence[SourceRef]) -> tuple[list[str],
     return sorted(folders), listed
 
 
-def code_stamp() -> str:
-    """A digest of porter's own installed code (see :func:`porter.express.code_stamp`)."""
-    return express.code_stamp()
-
-
 class RunRecord:
     """The whole result of the last full audit of a root, reused when nothing changed.
 
@@ -634,7 +619,7 @@ class RunRecord:
     """
 
     def __init__(self, root: Path, key: str, directory: Path | None = None) -> None:
-        self.store = Cache(root, key + code_stamp(), directory, kind="run")
+        self.store = Cache(root, key + express.code_stamp(), directory, kind="run")
         self.saved = False
 
     def lookup(self, found: Discovery, settings: Settings) -> RunResult | None:
@@ -1029,7 +1014,7 @@ def run(
         key = hashlib.blake2b(
             (settings.fingerprint() + repr(sorted(facts.pins.items()))
              + repr(sorted((k, sorted(v.items())) for k, v in facts.scopes.items()))
-             + code_stamp()  # another build of porter (an edited checkout, a reinstall) analyses afresh
+             + express.code_stamp()  # another build of porter (an edited checkout, a reinstall) analyses afresh
              ).encode(), digest_size=8
         ).hexdigest()
         cache = Cache(root, key, Path(settings.cache_dir) if settings.cache_dir else None)

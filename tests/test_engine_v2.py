@@ -166,10 +166,10 @@ def test_the_code_stamp_covers_the_rule_families(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     express.clear_code_stamp()
     try:
-        before = runner.code_stamp()
+        before = express.code_stamp()
         (families / "rule.py").write_text("x = 22\n")
         express.clear_code_stamp()
-        assert runner.code_stamp() != before
+        assert express.code_stamp() != before
     finally:
         express.clear_code_stamp()
 
